@@ -1,0 +1,5 @@
+import sys
+
+from mcphost.cli import main
+
+sys.exit(main())

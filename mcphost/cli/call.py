@@ -1,0 +1,96 @@
+"""`mcphost call tool-read|tool-write|tool-destructive SERVER:TOOL`: the agent's calls, from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from mcphost.cli.common import add_output_flag, load_or_exit, print_json
+from mcphost.daemon import Host
+from mcphost.gateway.service import CallContext, CallOutcome
+from mcphost.intent import DataSensitivity, ToolVariant
+
+COMMANDS = {
+    "tool-read": ToolVariant.READ,
+    "tool-write": ToolVariant.WRITE,
+    "tool-destructive": ToolVariant.DESTRUCTIVE,
+}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
+    call = sub.add_parser("call", parents=[parent], help="call an upstream tool with a declared intent")
+    variants = call.add_subparsers(dest="variant_command", metavar="VARIANT", required=True)
+    for command, variant in COMMANDS.items():
+        p = variants.add_parser(
+            command,
+            parents=[parent],
+            help=f"call through {variant.value} (intent.operation_type = {variant.operation.value})",
+        )
+        p.add_argument("name", metavar="SERVER:TOOL", help="the tool, as retrieve_tools / `mcphost tools` names it")
+        p.add_argument("--args", dest="args_json", default=None, metavar="JSON", help="the tool's arguments, a JSON object")
+        p.add_argument("--reason", default=None, help="why (recorded, and shown to whoever approves)")
+        p.add_argument(
+            "--sensitivity", default=None, choices=[s.value for s in DataSensitivity], help="intent.data_sensitivity"
+        )
+        add_output_flag(p)
+        p.set_defaults(func=run, variant=variant)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_or_exit(args)
+    variant: ToolVariant = args.variant
+    intent: dict[str, Any] = {"operation_type": variant.operation.value}
+    if args.sensitivity:
+        intent["data_sensitivity"] = args.sensitivity
+    if args.reason:
+        intent["reason"] = args.reason
+    arguments: dict[str, Any] = {"name": args.name, "intent": intent}
+    if args.args_json is not None:
+        arguments["args_json"] = args.args_json
+    server = args.name.partition(":")[0]
+
+    async def main() -> CallOutcome:
+        # Only the named server is started: a one-shot call need not wait for the others.
+        async with Host(loaded, only_servers=[server]) as host:
+            ctx = CallContext(session_id=f"cli-{os.getpid()}", client="mcphost-cli")
+            return await host.gateway.call(variant, arguments, ctx)
+
+    outcome = anyio.run(main)
+    for warning in outcome.warnings:
+        print(f"mcphost: warning: {warning}", file=sys.stderr)
+    if outcome.error is not None:
+        if args.output == "json":
+            print_json(outcome.error.to_payload())
+        print(f"mcphost: {outcome.error.code.value}: {outcome.error.message}", file=sys.stderr)
+        return 1
+    assert outcome.result is not None
+    if args.output == "json":
+        print_json(outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True))
+    else:
+        print_result(outcome.result, sys.stderr if outcome.result.is_error else sys.stdout)
+    return 1 if outcome.result.is_error else 0
+
+
+def print_result(result: types.CallToolResult, stream: Any) -> None:
+    printed = False
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            print(_pretty(block.text), file=stream)
+        else:
+            print(f"[{block.type} content]", file=stream)
+        printed = True
+    if not printed and result.structured_content is not None:
+        print(json.dumps(result.structured_content, indent=2), file=stream)
+
+
+def _pretty(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (json.JSONDecodeError, TypeError):
+        return text

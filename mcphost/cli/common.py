@@ -1,0 +1,37 @@
+"""What every command shares: loading the config with a readable error, logging to stderr, output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any, NoReturn
+
+from mcphost.config import ConfigError, LoadedConfig, load_config
+
+
+def setup_logging(verbose: int) -> None:
+    # stderr only: stdout of `mcphost mcp` carries the protocol and nothing else.
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format="mcphost: %(levelname)s %(name)s: %(message)s")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    print(f"mcphost: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def load_or_exit(args: argparse.Namespace) -> LoadedConfig:
+    try:
+        return load_config(getattr(args, "config", None))
+    except ConfigError as exc:
+        fail(f"{exc}\nFix the file, or check it with `mcphost config validate`.")
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def add_output_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
+    parser.add_argument("-o", "--output", choices=choices, default=choices[0], help="output format")

@@ -1,0 +1,73 @@
+"""`mcphost config path|show|validate`."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcphost.cli.common import load_or_exit, print_json
+from mcphost.config import ConfigError, parse_config
+from mcphost.paths import config_path
+
+_SECRET_KEY = re.compile(r"token|secret|password|passwd|api[_-]?key|authorization|cookie|credential", re.I)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("config", parents=[parent], help="where the config is, what is in force, whether it is valid")
+    actions = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    actions.add_parser("path", parents=[parent], help="print the config file's path").set_defaults(func=run_path)
+    actions.add_parser("show", parents=[parent], help="print the effective config (secrets masked) as JSON").set_defaults(
+        func=run_show
+    )
+    v = actions.add_parser("validate", parents=[parent], help="check a config file; exit 1 with the errors")
+    v.add_argument("file", nargs="?", default=None, help="the file to check (default: the config in use)")
+    v.set_defaults(func=run_validate)
+
+
+def run_path(args: argparse.Namespace) -> int:
+    print(config_path(args.config))
+    return 0
+
+
+def mask(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: mask(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v, key) for v in value]
+    if isinstance(value, str) and _SECRET_KEY.search(key):
+        return "****" if value else value
+    return value
+
+
+def run_show(args: argparse.Namespace) -> int:
+    loaded = load_or_exit(args)
+    print_json(
+        {
+            "path": str(loaded.path),
+            "exists": loaded.exists,
+            "config": mask(loaded.config.model_dump(mode="json")),
+        }
+    )
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    path = Path(args.file) if args.file else config_path(args.config)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        print(f"mcphost: {path}: no such file (mcphost runs on the embedded default without one)", file=sys.stderr)
+        return 1
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"mcphost: {path}: cannot read: {exc}", file=sys.stderr)
+        return 1
+    try:
+        parse_config(text, path)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(f"{path}: valid")
+    return 0

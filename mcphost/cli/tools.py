@@ -1,0 +1,53 @@
+"""`mcphost tools [QUERY]`: what retrieve_tools finds, for a person."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+
+from mcphost.cli.common import add_output_flag, load_or_exit, print_json
+from mcphost.daemon import Host
+from mcphost.errors import GatewayError
+from mcphost.gateway.tools import DEFAULT_LIMIT
+
+ICONS = {"call_tool_read": "R", "call_tool_write": "W", "call_tool_destructive": "D"}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("tools", parents=[parent], help="search the upstream tools, as retrieve_tools does")
+    p.add_argument("query", nargs="?", default="", help="what you want to do, in words (empty: all tools)")
+    p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help=f"most results (default {DEFAULT_LIMIT})")
+    add_output_flag(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_or_exit(args)
+
+    async def main() -> dict[str, Any]:
+        async with Host(loaded) as host:
+            return await host.gateway.retrieve_tools({"query": args.query, "limit": args.limit})
+
+    try:
+        answer = anyio.run(main)
+    except GatewayError as err:
+        print(f"mcphost: {err.code.value}: {err.message}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        print_json(answer)
+        return 0
+    for server in answer.get("diagnostics", {}).get("servers", []):
+        print(f"mcphost: server '{server['name']}' is {server['state']}: {server.get('error', '')}", file=sys.stderr)
+    tools = answer["tools"]
+    if not tools:
+        print("no tools found" + (f" for '{args.query}'" if args.query else ""), file=sys.stderr)
+        return 0
+    width = max(len(t["name"]) for t in tools)
+    for tool in tools:
+        summary = (tool["description"] or "").strip().splitlines()
+        line = summary[0] if summary else ""
+        print(f"{tool['score']:.2f}  {tool['name']:<{width}}  {tool['call_with']:<21}  {line[:80]}")
+    return 0

@@ -1,0 +1,123 @@
+"""The config file's shape: pydantic models with a default for every key, and no unknown keys."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mcphost.policy import Action, NoEditor, Policy
+
+SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class StrictModel(BaseModel):
+    # A typo such as `strict_server_validaton` must be an error, never a silently ignored key.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class IntentDeclarationConfig(StrictModel):
+    strict_server_validation: bool = Field(
+        default=True,
+        description="true: a call whose variant contradicts the server's annotations is rejected; "
+        "false: it passes with a warning.",
+    )
+
+
+class PermissionsConfig(StrictModel):
+    read: Action = Field(default=Action.ALLOW, description="What happens to call_tool_read calls.")
+    write: Action = Field(default=Action.ASK, description="What happens to call_tool_write calls.")
+    destructive: Action = Field(default=Action.CONFIRM, description="What happens to call_tool_destructive calls.")
+    prompt_timeout: float = Field(
+        default=300.0, gt=0, description="Seconds a prompt waits for an answer; then the call ends as expired."
+    )
+    no_editor: NoEditor = Field(
+        default=NoEditor.DENY, description="ask/confirm with nobody attached to answer: deny, or elicit via MCP."
+    )
+
+    def to_policy(self) -> Policy:
+        return Policy(self.read, self.write, self.destructive, self.prompt_timeout, self.no_editor)
+
+
+class AnnotationOverride(StrictModel):
+    title: str | None = None
+    readOnlyHint: bool | None = None  # noqa: N815 - the MCP spec's spelling, so it reads the same in the file
+    destructiveHint: bool | None = None  # noqa: N815
+    idempotentHint: bool | None = None  # noqa: N815
+    openWorldHint: bool | None = None  # noqa: N815
+
+
+class ToolOverride(StrictModel):
+    annotations: AnnotationOverride = Field(
+        default_factory=AnnotationOverride,
+        description="Replaces the hints the server gives for this tool (keys left out keep the server's value).",
+    )
+
+
+class ServerConfig(StrictModel):
+    """One upstream MCP server: stdio (`command`) or streamable HTTP (`url`)."""
+
+    command: str | None = Field(default=None, description="Executable of a stdio server.")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for a stdio server.")
+    cwd: str | None = None
+    url: str | None = Field(default=None, description="Endpoint of a streamable HTTP server.")
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to an HTTP server.")
+    enabled: bool = True
+    trust_annotations: bool = Field(
+        default=True, description="false: treat all of this server's tools as unannotated."
+    )
+    tools: dict[str, ToolOverride] = Field(default_factory=dict, description="Per-tool corrections.")
+    connect_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for the server to start.")
+    call_timeout: float = Field(default=300.0, gt=0, description="Seconds one tool call may take.")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of `command` (a stdio server) or `url` (a streamable HTTP server)")
+        if self.url is not None and not re.match(r"^https?://", self.url):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+
+class DaemonConfig(StrictModel):
+    port: Annotated[int, Field(ge=0, le=65535)] = Field(
+        default=0, description="Port of the agent HTTP endpoint on 127.0.0.1; 0 picks a free port."
+    )
+
+
+class Config(StrictModel):
+    intent_declaration: IntentDeclarationConfig = Field(default_factory=IntentDeclarationConfig)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+
+    @field_validator("servers")
+    @classmethod
+    def _server_names(cls, servers: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
+        for name in servers:
+            if not re.match(SERVER_NAME_PATTERN, name):
+                raise ValueError(
+                    f"server name {name!r} is not allowed: use letters, digits, '_', '-' and '.' "
+                    "(no ':', which separates server and tool)"
+                )
+        return servers
+
+    def enabled_servers(self) -> dict[str, ServerConfig]:
+        return {name: server for name, server in self.servers.items() if server.enabled}
+
+
+def effective_annotations(server: ServerConfig | None, tool: str, reported: dict[str, Any] | None) -> dict[str, Any]:
+    """The hints mcphost acts on: the server's, unless the config distrusts or corrects them."""
+    if server is None:
+        return dict(reported or {})
+    base: dict[str, Any] = dict(reported or {}) if server.trust_annotations else {}
+    override = server.tools.get(tool)
+    if override is not None:
+        base.update(override.annotations.model_dump(exclude_none=True))
+    return base

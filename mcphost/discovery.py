@@ -1,0 +1,66 @@
+"""Discovery files: how agents and tools find a running daemon (its URL and token), readable by the user only."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcphost import __version__
+from mcphost.paths import ensure_private_dir, runtime_dir
+
+
+def write(*, url: str, token: str, config_path: str) -> Path:
+    directory = ensure_private_dir(runtime_dir())
+    path = directory / f"daemon-{os.getpid()}.json"
+    info: dict[str, Any] = {
+        "pid": os.getpid(),
+        "version": __version__,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "mcp": {"url": url, "headers": {"Authorization": f"Bearer {token}"}},
+        "config_path": config_path,
+    }
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=2)
+    tmp.replace(path)
+    return path
+
+
+def remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def running() -> list[dict[str, Any]]:
+    """Daemons whose process is alive; files left by dead ones are removed."""
+    found: list[dict[str, Any]] = []
+    directory = runtime_dir()
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("daemon-*.json")):
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(pid):
+            info["discovery_file"] = str(path)
+            found.append(info)
+        else:
+            remove(path)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,114 @@
+"""The agent-facing MCP server: four tools, thin handlers over `Gateway`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+import weakref
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+
+from mcphost import __version__
+from mcphost.errors import ErrorCode, GatewayError
+from mcphost.gateway.service import CallContext, CallOutcome, Gateway
+from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
+from mcphost.intent import ToolVariant
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "mcphost gives you the tools of several MCP servers behind a permission check. Find a tool with "
+    "retrieve_tools, then call it with the variant its call_with field names (call_tool_read, call_tool_write or "
+    "call_tool_destructive), repeating that intent in intent.operation_type."
+)
+
+_VARIANTS = {variant.value: variant for variant in ToolVariant}
+
+
+def error_result(err: GatewayError) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=err.message)], structured_content=err.to_payload(), is_error=True
+    )
+
+
+def outcome_result(outcome: CallOutcome) -> types.CallToolResult:
+    if outcome.error is not None:
+        result = error_result(outcome.error)
+    else:
+        assert outcome.result is not None
+        result = outcome.result
+    if outcome.warnings:
+        # A warning the agent cannot see is no warning: it rides along as its own text block.
+        warning = types.TextContent(text="mcphost warning: " + "; ".join(outcome.warnings))
+        result = result.model_copy(update={"content": [*result.content, warning]})
+    return result
+
+
+class _Sessions:
+    """A stable id per agent connection, so the activity log can tell concurrent agents apart."""
+
+    def __init__(self) -> None:
+        self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+    def context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
+        session = ctx.session
+        try:
+            session_id = self._ids.get(session)
+            if session_id is None:
+                session_id = self._ids[session] = uuid.uuid4().hex[:12]
+        except TypeError:
+            session_id = None
+        client = None
+        params = getattr(session, "client_params", None)
+        info = getattr(params, "client_info", None)
+        if info is not None:
+            client = f"{info.name} {info.version}".strip()
+        return CallContext(session_id=session_id, client=client)
+
+
+def build_server(gateway: Gateway) -> Server[Any]:
+    tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
+    sessions = _Sessions()
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        try:
+            if params.name == RETRIEVE_TOOLS:
+                answer = await gateway.retrieve_tools(arguments)
+                return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, indent=1))])
+            variant = _VARIANTS.get(params.name)
+            if variant is not None:
+                return outcome_result(await gateway.call(variant, arguments, sessions.context(ctx)))
+            if params.name == LEGACY_CALL_TOOL:
+                return error_result(GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"}))
+            return error_result(
+                GatewayError(
+                    ErrorCode.TOOL_NOT_FOUND,
+                    f"Tool '{params.name}' not found. mcphost offers retrieve_tools, call_tool_read, call_tool_write "
+                    "and call_tool_destructive; upstream tools are called through them as name='server:tool'.",
+                    {"tool": params.name},
+                )
+            )
+        except GatewayError as err:
+            return error_result(err)
+        except Exception as exc:  # the session outlives any one bad call
+            logger.exception("tool %s failed", params.name)
+            return error_result(GatewayError(ErrorCode.UPSTREAM_ERROR, f"mcphost failed: {type(exc).__name__}: {exc}"))
+
+    return Server(
+        "mcphost",
+        version=__version__,
+        title="mcphost",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )

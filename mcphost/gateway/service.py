@@ -1,0 +1,361 @@
+"""What mcphost does with an agent's request, independent of how it arrived (MCP stdio, MCP HTTP, the CLI).
+
+The MCP handlers and the CLI parse, call `Gateway`, and serialize; the decisions themselves are the pure
+functions of `mcphost.intent` and `mcphost.policy`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from mcphost.activity import ActivityLog, ActivityRecord, Decision, ErrorInfo, RecordType, Status
+from mcphost.config import LoadedConfig, effective_annotations
+from mcphost.errors import ErrorCode, GatewayError
+from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
+from mcphost.intent import (
+    FLAT_INTENT_KEYS,
+    Annotations,
+    ToolVariant,
+    check_annotations,
+    check_two_keys,
+    parse_intent,
+    raw_intent,
+    recommended_variant,
+)
+from mcphost.policy import Action, DecidedBy, decide
+from mcphost.upstream.connection import UpstreamCallFailed, UpstreamTool, UpstreamUnavailable
+from mcphost.upstream.index import closest_names
+from mcphost.upstream.manager import UpstreamManager
+
+logger = logging.getLogger(__name__)
+
+CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS})
+# A first call right after start waits this long at most for upstreams that are still starting.
+STARTUP_WAIT_CAP = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """Who is calling: recorded with each call so the log can tell agents apart."""
+
+    session_id: str | None = None
+    client: str | None = None
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    status: Status
+    result: types.CallToolResult | None = None  # what the upstream answered, when it was reached
+    error: GatewayError | None = None
+    warnings: list[str] = field(default_factory=list)
+    record: ActivityRecord | None = None
+
+
+def split_name(name: Any, variant: ToolVariant) -> tuple[str, str]:
+    if not isinstance(name, str) or not name.strip():
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS,
+            "name is required: the tool to call as 'server:tool' (find it with retrieve_tools)",
+            {"variant": variant.value},
+        )
+    server, sep, tool = name.strip().partition(":")
+    if not sep or not server or not tool:
+        raise GatewayError(
+            ErrorCode.TOOL_NOT_FOUND,
+            f"Tool '{name}' not found: names have the form 'server:tool' (find them with retrieve_tools)",
+            {"variant": variant.value, "tool": name},
+        )
+    return server, tool
+
+
+def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, Any]:
+    details = {"variant": variant.value}
+    unknown = sorted(set(arguments) - CALL_KEYS)
+    if unknown:
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS,
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} for "
+            f"{variant.value}: pass the tool's own arguments inside args (an object) or args_json (a JSON string)",
+            details,
+        )
+    args, args_json = arguments.get("args"), arguments.get("args_json")
+    if args is not None and args_json not in (None, ""):
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS, "pass the tool's arguments as args or as args_json, not both", details
+        )
+    if args_json not in (None, ""):
+        if not isinstance(args_json, str):
+            if isinstance(args_json, dict):
+                return args_json  # a client that decoded the string for us: accept the object it meant
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS, "args_json must be a string holding a JSON object", details
+            )
+        try:
+            parsed = json.loads(args_json)
+        except json.JSONDecodeError as exc:
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"args_json is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                'send a JSON object such as {"title": "Buy milk"}',
+                details,
+            ) from None
+        if not isinstance(parsed, dict):
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"args_json must hold a JSON object, not {_json_type(parsed)}: wrap the arguments in {{...}}",
+                details,
+            )
+        return parsed
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS, f"args must be an object, not {_json_type(args)}", details
+        )
+    return args
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def _recorded_intent(raw: Any) -> dict[str, Any] | None:
+    """What a rejected call declared, kept small: the log must not grow by what an agent chooses to send."""
+    if isinstance(raw, dict):
+        return {k: (v[:1000] if isinstance(v, str) else v) for k, v in list(raw.items())[:3]}
+    if raw is None:
+        return None
+    return {"raw": str(raw)[:1000]}
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: Callable[[], LoadedConfig],
+        upstreams: UpstreamManager,
+        activity: ActivityLog,
+    ) -> None:
+        self._config = config
+        self.upstreams = upstreams
+        self.activity = activity
+
+    # ---- retrieve_tools
+
+    async def retrieve_tools(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        query = arguments.get("query", "")
+        if query is None:
+            query = ""
+        if not isinstance(query, str):
+            raise GatewayError(ErrorCode.INVALID_ARGS, "query must be a string (what you want to do, in words)")
+        limit = arguments.get("limit", DEFAULT_LIMIT)
+        if limit is None:
+            limit = DEFAULT_LIMIT
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or int(limit) != limit:
+            raise GatewayError(ErrorCode.INVALID_ARGS, f"limit must be a whole number from 1 to {MAX_LIMIT}")
+        limit = max(1, min(int(limit), MAX_LIMIT))
+        await self._wait_for_startup()
+        config = self._config().config
+        index = self.upstreams.index()
+        tools: list[dict[str, Any]] = []
+        for hit in index.search(query, limit):
+            server, _, name = hit.key.partition(":")
+            tool = self.upstreams.find(server, name)
+            if tool is None:
+                continue
+            annotations = effective_annotations(config.servers.get(server), name, tool.annotations)
+            entry: dict[str, Any] = {
+                "name": tool.qualified,
+                "description": tool.description,
+                "inputSchema": tool.input_schema,
+                "score": hit.score,
+                "server": server,
+            }
+            if annotations:
+                entry["annotations"] = annotations
+            entry["call_with"] = recommended_variant(Annotations.from_mapping(annotations)).value
+            tools.append(entry)
+        answer: dict[str, Any] = {"tools": tools, "usage_instructions": USAGE_INSTRUCTIONS}
+        unhealthy = [s.to_dict() for s in self.upstreams.statuses() if s.state != "connected"]
+        if unhealthy:
+            answer["diagnostics"] = {"servers": unhealthy}
+        return answer
+
+    async def _wait_for_startup(self, names: list[str] | None = None) -> None:
+        await self.upstreams.wait_ready(STARTUP_WAIT_CAP, names)
+
+    # ---- call_tool_*
+
+    async def call(self, variant: ToolVariant, arguments: Mapping[str, Any], ctx: CallContext) -> CallOutcome:
+        """Validate, decide, forward, and record one call. Never raises for anything the agent sent."""
+        started = time.perf_counter()
+        loaded = self._config()  # this call finishes under the config it started with
+        record = ActivityRecord(
+            type=RecordType.TOOL_CALL.value,
+            metadata={"tool_variant": variant.value},
+            session_id=ctx.session_id,
+            client=ctx.client,
+        )
+        outcome = CallOutcome(status=Status.SUCCESS, record=record)
+        raw = raw_intent(arguments)
+        try:
+            intent = parse_intent(raw, variant)
+            record.metadata["intent"] = intent.to_dict()
+            check_two_keys(variant, intent)
+            server, tool = split_name(arguments.get("name"), variant)
+            record.server, record.tool = server, tool
+            args = parse_args(arguments, variant)
+            upstream_tool = await self._resolve(server, tool, variant)
+            annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
+            if annotations:
+                record.metadata["annotations"] = annotations
+            verdict = check_annotations(
+                variant,
+                upstream_tool.qualified,
+                Annotations.from_mapping(annotations),
+                strict=loaded.config.intent_declaration.strict_server_validation,
+            )
+            outcome.warnings.extend(verdict.warnings)
+            record.decision, denial = self._authorize(loaded, variant, server, tool)
+            if denial is not None:
+                raise denial
+            record.request_bytes = len(json.dumps(args, separators=(",", ":")))
+            outcome.result = await self._forward(server, tool, args)
+            outcome.status = Status.ERROR if outcome.result.is_error else Status.SUCCESS
+            record.response_bytes = len(outcome.result.model_dump_json(by_alias=True, exclude_none=True))
+        except GatewayError as err:
+            outcome.error = err
+            outcome.status = _status_for(err.code)
+            record.error = ErrorInfo(code=err.code.value, message=err.message)
+            if "intent" not in record.metadata:
+                intent_seen = _recorded_intent(raw)
+                if intent_seen is not None:
+                    record.metadata["intent"] = intent_seen
+            if record.server is None and isinstance(arguments.get("name"), str):
+                record.server, _, tool_part = arguments["name"].partition(":")
+                record.tool = tool_part or None
+        except Exception as exc:  # a bug must cost one call, never the session
+            logger.exception("call %s failed unexpectedly", variant.value)
+            err = GatewayError(
+                ErrorCode.UPSTREAM_ERROR, f"mcphost failed to complete the call: {type(exc).__name__}: {exc}"
+            )
+            outcome.error, outcome.status = err, Status.ERROR
+            record.error = ErrorInfo(code=err.code.value, message=err.message)
+        record.status = outcome.status.value
+        record.warnings = list(outcome.warnings)
+        record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        self.activity.append(record)
+        return outcome
+
+    async def _resolve(self, server: str, tool: str, variant: ToolVariant) -> UpstreamTool:
+        upstream = self.upstreams.servers.get(server)
+        qualified = f"{server}:{tool}"
+        if upstream is None:
+            known = sorted(self.upstreams.servers)
+            raise GatewayError(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"Tool '{qualified}' not found: there is no server '{server}' "
+                f"(servers: {', '.join(known) or 'none configured'}). "
+                + _suggest(qualified, [t.qualified for t in self.upstreams.all_tools()]),
+                {"variant": variant.value, "tool": qualified, "servers": known},
+            )
+        await self._wait_for_startup([server])
+        found = upstream.tools.get(tool)
+        if found is None and upstream.state.value == "connected":
+            # A server may add a tool without telling anyone; look once more before saying no.
+            try:
+                await upstream.refresh()
+            except Exception:
+                logger.debug("refresh of %s before TOOL_NOT_FOUND failed", server, exc_info=True)
+            found = upstream.tools.get(tool)
+        if found is not None:
+            return found
+        if upstream.state.value != "connected":
+            raise GatewayError(
+                ErrorCode.UPSTREAM_ERROR,
+                f"Upstream server '{server}' is not connected ({upstream.last_error or upstream.state.value}); "
+                "mcphost keeps retrying in the background, try again shortly",
+                {"variant": variant.value, "tool": qualified, "server": server},
+            )
+        candidates = [t.qualified for t in self.upstreams.all_tools()]
+        matches = closest_names(qualified, candidates)
+        raise GatewayError(
+            ErrorCode.TOOL_NOT_FOUND,
+            f"Tool '{qualified}' not found. " + _suggest(qualified, candidates),
+            {"variant": variant.value, "tool": qualified, "closest_matches": matches},
+        )
+
+    def _authorize(
+        self, loaded: LoadedConfig, variant: ToolVariant, server: str, tool: str
+    ) -> tuple[Decision, GatewayError | None]:
+        """The policy's decision for this call, and the error to end it with when the answer is no."""
+        policy = loaded.config.permissions.to_policy()
+        decision = decide(policy, variant, server, tool)
+        key = f"permissions.{variant.operation.value}"
+        details = {"variant": variant.value, "tool": f"{server}:{tool}", "policy": decision.action.value}
+        if decision.action is Action.DENY:
+            return Decision(
+                by=DecidedBy.POLICY.value, action=decision.action.value, outcome="deny", rule=decision.rule
+            ), GatewayError(
+                ErrorCode.PERMISSION_DENIED,
+                f"Permission denied by policy: {key} = \"deny\" in {loaded.path}. "
+                f"Change it to \"allow\", \"ask\" or \"confirm\" to let {variant.value} calls through.",
+                {**details, "denied_by": DecidedBy.POLICY.value},
+            )
+        if decision.action.needs_person:
+            return Decision(
+                by=DecidedBy.NO_APPROVER.value, action=decision.action.value, outcome="deny", rule=decision.rule
+            ), GatewayError(
+                ErrorCode.NO_APPROVER,
+                f"{variant.value} needs approval ({key} = \"{decision.action.value}\") and nobody is attached to "
+                "answer: run `mcphost serve` and attach the VS Code extension or `mcphost approve`, or set "
+                f"{key} = \"allow\" in {loaded.path}.",
+                {**details, "denied_by": DecidedBy.NO_APPROVER.value},
+            )
+        return Decision(by=DecidedBy.POLICY.value, action=decision.action.value, outcome="allow", rule=decision.rule), None
+
+    async def _forward(self, server: str, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+        upstream = self.upstreams.servers[server]
+        try:
+            return await upstream.call_tool(tool, args)
+        except UpstreamUnavailable as exc:
+            raise GatewayError(
+                ErrorCode.UPSTREAM_ERROR,
+                f"Upstream server '{server}' is not connected ({exc.reason}); mcphost keeps retrying in the "
+                "background, try again shortly",
+                {"server": server, "tool": f"{server}:{tool}"},
+            ) from None
+        except UpstreamCallFailed as exc:
+            raise GatewayError(
+                ErrorCode.UPSTREAM_ERROR,
+                f"Upstream server '{server}' failed during the call to '{server}:{tool}': {exc.reason}. "
+                "The call may or may not have taken effect; check before retrying.",
+                {"server": server, "tool": f"{server}:{tool}"},
+            ) from None
+
+
+def _suggest(name: str, candidates: list[str]) -> str:
+    matches = closest_names(name, candidates)
+    if matches:
+        return f"Closest matches: {', '.join(matches)}. Use retrieve_tools to search."
+    return "Use retrieve_tools to search for tools."
+
+
+_STATUS_BY_CODE = {
+    ErrorCode.PERMISSION_DENIED: Status.DENIED,
+    ErrorCode.NO_APPROVER: Status.DENIED,
+    ErrorCode.APPROVAL_TIMEOUT: Status.EXPIRED,
+    ErrorCode.UPSTREAM_ERROR: Status.ERROR,
+}
+
+
+def _status_for(code: ErrorCode) -> Status:
+    return _STATUS_BY_CODE.get(code, Status.REJECTED)

@@ -1,0 +1,317 @@
+"""One upstream MCP server: its connection, its cached tools, and the reconnect loop that keeps it up."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import random
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from mcphost import __version__
+from mcphost.config.models import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_BASE = 0.5
+BACKOFF_MAX = 30.0
+# Process-wide, so a server removed and added again never reuses a version an index was built from.
+_TOOL_LIST_VERSIONS = itertools.count(1)
+
+
+class State(StrEnum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTool:
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None  # as the server sent them (camelCase keys), None if it sent none
+    title: str | None = None
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}:{self.name}"
+
+    @classmethod
+    def from_mcp(cls, server: str, tool: types.Tool) -> UpstreamTool:
+        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+        return cls(
+            server=server,
+            name=tool.name,
+            description=tool.description or "",
+            input_schema=dict(tool.input_schema),
+            annotations=annotations or None,
+            title=tool.title,
+        )
+
+
+class UpstreamUnavailable(Exception):
+    """The server is not connected (starting, reconnecting, or failed); `reason` says why."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(reason)
+        self.server = server
+        self.reason = reason
+
+
+class UpstreamCallFailed(Exception):
+    """The call reached the server but did not come back (it died, timed out, or answered with a protocol error)."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(reason)
+        self.server = server
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsChanged:
+    server: str
+    added: list[str]
+    removed: list[str]
+    annotations_changed: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]]
+    changed: list[str]  # any part of the definition (description, schema, annotations)
+
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+def describe_exception(exc: BaseException) -> str:
+    """A one-line reason from whatever a transport raised, unwrapping task-group exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return exc.error.message
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _EOFWatchingStream:
+    """Delegates to a transport's read stream and reports when it ends, so a dead server is noticed while idle."""
+
+    def __init__(self, inner: Any, on_eof: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_eof = on_eof
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_eof()
+            raise
+
+    def __aiter__(self) -> _EOFWatchingStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._on_eof()
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _EOFWatchingStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def _transport(config: ServerConfig, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+    if config.command is not None:
+        params = StdioServerParameters(command=config.command, args=config.args, env=config.env or None, cwd=config.cwd)
+        # The server's stderr is ours: in `mcphost mcp` that is the agent's log, never the protocol stream.
+        async with stdio_client(params, errlog=sys.stderr) as (read, write):
+            yield _EOFWatchingStream(read, on_eof), write
+    else:
+        assert config.url is not None
+        http = create_mcp_http_client(headers=dict(config.headers) or None)
+        async with http, streamable_http_client(config.url, http_client=http) as (read, write):
+            yield _EOFWatchingStream(read, on_eof), write
+
+
+class UpstreamServer:
+    def __init__(self, name: str, config: ServerConfig, on_event: EventSink | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.state = State.CONNECTING
+        self.last_error: str | None = None
+        self.tools: dict[str, UpstreamTool] = {}
+        self.tools_version = 0  # renewed whenever the tool list or any tool's definition changes
+        self.server_info: str | None = None
+        self._client: Client | None = None
+        self._first_attempt_done = anyio.Event()
+        self._refresh_wanted = anyio.Event()
+        self._cancel: anyio.CancelScope | None = None
+        self._on_event = on_event or (lambda _kind, _details: None)
+        self._closed = False
+
+    # ---- life cycle
+
+    async def run(self) -> None:
+        """Connect, serve, and reconnect with backoff until closed. Never raises (but for cancellation)."""
+        attempt = 0
+        with anyio.CancelScope() as scope:
+            self._cancel = scope
+            while not self._closed:
+                lost = anyio.Event()
+                connected = False
+                reason = "the server closed the connection"
+                # One scope around the whole session (anyio needs scopes nested): its deadline bounds the start only.
+                with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as start_scope:
+                    try:
+                        async with self._client_for(lost.set) as client:
+                            await self._refresh_tools(client, initial=True)
+                            start_scope.deadline = math.inf
+                            self._client = client
+                            self.state, self.last_error, attempt, connected = State.CONNECTED, None, 0, True
+                            self._first_attempt_done.set()
+                            self._on_event("upstream_connected", {"tools": len(self.tools), "server": self.server_info})
+                            logger.info("upstream %s connected (%d tools)", self.name, len(self.tools))
+                            async with anyio.create_task_group() as tg:
+                                tg.start_soon(self._refresh_on_notification, client)
+                                await lost.wait()
+                                tg.cancel_scope.cancel()
+                    except Exception as exc:
+                        reason = describe_exception(exc)
+                    finally:
+                        self._client = None
+                if start_scope.cancelled_caught:
+                    reason = f"did not start within connect_timeout ({self.config.connect_timeout:g}s)"
+                if self._closed:
+                    break
+                self.last_error = reason
+                self.state = State.RECONNECTING
+                self._first_attempt_done.set()
+                delay = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt) * random.uniform(0.8, 1.2)
+                attempt += 1
+                if connected:
+                    self._on_event("upstream_lost", {"reason": reason, "retry_in_s": round(delay, 2)})
+                logger.warning("upstream %s: %s; retrying in %.1fs", self.name, reason, delay)
+                await anyio.sleep(delay)
+        self.state = State.CLOSED
+
+    @asynccontextmanager
+    async def _client_for(self, on_eof: Callable[[], None]) -> AsyncIterator[Client]:
+        # Legacy handshake: every server speaks it, and it delivers tools/list_changed without a subscription.
+        client = Client(
+            _transport(self.config, on_eof),
+            mode="legacy",
+            cache=None,
+            message_handler=self._on_message,
+            client_info=types.Implementation(name="mcphost", version=__version__),
+        )
+        async with client:
+            info = client.server_info
+            self.server_info = f"{info.name} {info.version}".strip() if info else None
+            yield client
+
+    async def wait_first_attempt(self, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            await self._first_attempt_done.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    # ---- tools
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._refresh_wanted.set()
+        elif isinstance(message, Exception):
+            logger.warning("upstream %s sent something unreadable: %s", self.name, describe_exception(message))
+
+    async def _refresh_on_notification(self, client: Client) -> None:
+        while True:
+            await self._refresh_wanted.wait()
+            self._refresh_wanted = anyio.Event()
+            try:
+                await self._refresh_tools(client)
+            except Exception as exc:
+                logger.warning("upstream %s: refreshing tools failed: %s", self.name, describe_exception(exc))
+
+    async def refresh(self) -> None:
+        """Re-read the tool list now (used when a call names a tool the cache does not know)."""
+        client = self._client
+        if client is not None:
+            await self._refresh_tools(client)
+
+    async def _refresh_tools(self, client: Client, *, initial: bool = False) -> None:
+        tools: dict[str, UpstreamTool] = {}
+        cursor: str | None = None
+        with anyio.fail_after(self.config.connect_timeout):
+            for _ in range(1000):
+                page = await client.list_tools(cursor=cursor)
+                for tool in page.tools:
+                    tools[tool.name] = UpstreamTool.from_mcp(self.name, tool)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        change = _diff(self.name, self.tools, tools)
+        self.tools = tools
+        if initial or change.added or change.removed or change.changed:
+            self.tools_version = next(_TOOL_LIST_VERSIONS)
+        if not initial and (change.added or change.removed or change.changed):
+            logger.info("upstream %s: tools changed (+%d -%d)", self.name, len(change.added), len(change.removed))
+            for tool, (old, new) in change.annotations_changed.items():
+                self._on_event("annotations_changed", {"tool": tool, "old": old, "new": new})
+
+    # ---- calls
+
+    def require_client(self) -> Client:
+        if self._client is None or self.state is not State.CONNECTED:
+            reason = self.last_error or self.state.value
+            raise UpstreamUnavailable(self.name, reason)
+        return self._client
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        client = self.require_client()
+        try:
+            with anyio.fail_after(self.config.call_timeout):
+                return await client.call_tool(tool, arguments)
+        except TimeoutError:
+            raise UpstreamCallFailed(self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)") from None
+        except Exception as exc:
+            raise UpstreamCallFailed(self.name, describe_exception(exc)) from exc
+
+
+def _diff(server: str, old: dict[str, UpstreamTool], new: dict[str, UpstreamTool]) -> ToolsChanged:
+    changed = {
+        name: (old[name].annotations, tool.annotations)
+        for name, tool in new.items()
+        if name in old and old[name].annotations != tool.annotations
+    }
+    return ToolsChanged(
+        server=server,
+        added=sorted(set(new) - set(old)),
+        removed=sorted(set(old) - set(new)),
+        annotations_changed=changed,
+        changed=sorted(name for name, tool in new.items() if name in old and old[name] != tool),
+    )

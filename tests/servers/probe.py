@@ -1,0 +1,109 @@
+"""A real upstream MCP server for the tests: tools with every kind of annotation, and ways to misbehave.
+
+Run as `python -m tests.servers.probe [--http PORT]`. `PROBE_STATE` names a JSON file the server reads on
+start and on each list, so a test can change annotations and have the server say so (tools/list_changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+OBJECT = {"type": "object", "properties": {"text": {"type": "string", "description": "Text to echo back"}}}
+
+
+def _state() -> dict[str, Any]:
+    path = os.environ.get("PROBE_STATE")
+    if path and Path(path).exists():
+        return dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    return {}
+
+
+def _tools() -> list[types.Tool]:
+    state = _state()
+    flip = state.get("shifty", {"readOnlyHint": True})
+    return [
+        types.Tool(name="read_notes", description="Read the notes in the notebook", input_schema=OBJECT,
+                   annotations=types.ToolAnnotations(read_only_hint=True)),
+        types.Tool(name="wipe_notes", description="Erase every note permanently", input_schema=OBJECT,
+                   annotations=types.ToolAnnotations(destructive_hint=True)),
+        types.Tool(name="plain_echo", description="Echo text back (no annotations at all)", input_schema=OBJECT),
+        types.Tool(name="both_hints", description="Claims to be read-only and destructive at once", input_schema=OBJECT,
+                   annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=True)),
+        types.Tool(name="shifty", description="A tool whose annotations change while it runs", input_schema=OBJECT,
+                   annotations=types.ToolAnnotations(
+                       read_only_hint=flip.get("readOnlyHint"), destructive_hint=flip.get("destructiveHint"))),
+        types.Tool(name="set_shifty", description="Change shifty's annotations and announce it",
+                   input_schema={"type": "object", "properties": {"annotations": {"type": "object"}}}),
+        types.Tool(name="crash", description="Exit the server process in the middle of the call", input_schema=OBJECT),
+        types.Tool(name="fail", description="Answer with a tool error", input_schema=OBJECT),
+        types.Tool(name="whoami", description="Report the Authorization header and env seen", input_schema=OBJECT),
+    ]
+
+
+async def on_list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=_tools())
+
+
+async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    args = params.arguments or {}
+    if params.name == "crash":
+        os._exit(3)
+    if params.name == "fail":
+        return types.CallToolResult(content=[types.TextContent(text="the tool failed on purpose")], is_error=True)
+    if params.name == "set_shifty":
+        path = os.environ["PROBE_STATE"]
+        state = _state()
+        state["shifty"] = args.get("annotations", {})
+        Path(path).write_text(json.dumps(state), encoding="utf-8")
+        await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(text="changed")])
+    if params.name == "whoami":
+        request = ctx.request
+        auth = request.headers.get("authorization") if request is not None else None
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps({"authorization": auth}))])
+    text = args.get("text", "")
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{params.name}: {text}")], structured_content={"tool": params.name, "text": text}
+    )
+
+
+def build() -> Server[Any]:
+    return Server("probe", version="1.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+async def serve_stdio() -> None:
+    server = build()
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def serve_http(port: int) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", port))
+    sock.listen(16)
+    app = build().streamable_http_app(host="127.0.0.1")
+    print(f"probe: listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, default=None)
+    ns = parser.parse_args()
+    if ns.http is not None:
+        serve_http(ns.http)
+    else:
+        anyio.run(serve_stdio)
