@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -86,3 +87,60 @@ def error_of(result: Any) -> dict[str, Any]:
     error: dict[str, Any] = result.structured_content["error"]
     assert text_of(result).startswith(error["message"])
     return error
+
+
+class Daemon:
+    """`mcphost serve` as a real process: its URL and token come from its discovery file, as any tool finds them."""
+
+    def __init__(self, box: Sandbox, process: Any, url: str, token: str) -> None:
+        self.box, self.process, self.url, self.token = box, process, url, token
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@asynccontextmanager
+async def daemon(box: Sandbox, *extra_args: str) -> AsyncIterator[Daemon]:
+    import anyio
+
+    env = {**os.environ, **box.env()}
+    process = await anyio.open_process(
+        [sys.executable, "-m", "mcphost", "serve", "--port", "0", "--config", str(box.config), *extra_args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stderr is not None
+        seen = ""
+        with anyio.fail_after(30):
+            async for chunk in process.stderr:
+                seen += chunk.decode("utf-8", "replace")
+                if "bearer token in" in seen:
+                    break
+            else:
+                raise AssertionError(f"mcphost serve exited early: {seen}")
+        files = list((box.root / "run").glob("daemon-*.json"))
+        assert len(files) == 1, files
+        info = json.loads(files[0].read_text(encoding="utf-8"))
+        token = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
+        yield Daemon(box, process, info["mcp"]["url"], token)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+        await process.aclose()
+
+
+@asynccontextmanager
+async def http_agent(url: str, headers: dict[str, str], mode: str = "auto") -> AsyncIterator[Client]:
+    """An agent over streamable HTTP, with the headers a person would paste into its config."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers=headers)
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+        yield client

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -69,10 +70,8 @@ class ActivityLog:
             print(f"mcphost: ERROR: {message}; calls go on, but are not on record", file=sys.stderr)
         self.last_error = message
         if self._fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self._fd)
-            except OSError:
-                pass
             self._fd = None
 
     def close(self) -> None:
@@ -87,4 +86,3 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-

@@ -11,9 +11,11 @@ from mcphost.cli.common import setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # --config and -v are accepted before and after the command: `mcphost --config X tools` and `mcphost tools --config X`.
+    # --config and -v work before and after the command: `mcphost --config X tools`, `mcphost tools --config X`.
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--config", default=argparse.SUPPRESS, metavar="PATH", help="config file (wins over $MCPHOST_CONFIG)")
+    parent.add_argument(
+        "--config", default=argparse.SUPPRESS, metavar="PATH", help="config file (wins over $MCPHOST_CONFIG)"
+    )
     parent.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output on stderr")
     parser = argparse.ArgumentParser(
         prog="mcphost",

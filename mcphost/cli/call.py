@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
             help=f"call through {variant.value} (intent.operation_type = {variant.operation.value})",
         )
         p.add_argument("name", metavar="SERVER:TOOL", help="the tool, as retrieve_tools / `mcphost tools` names it")
-        p.add_argument("--args", dest="args_json", default=None, metavar="JSON", help="the tool's arguments, a JSON object")
+        p.add_argument(
+            "--args", dest="args_json", default=None, metavar="JSON", help="the tool's arguments, a JSON object"
+        )
         p.add_argument("--reason", default=None, help="why (recorded, and shown to whoever approves)")
         p.add_argument(
             "--sensitivity", default=None, choices=[s.value for s in DataSensitivity], help="intent.data_sensitivity"

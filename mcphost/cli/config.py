@@ -19,9 +19,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
     p = sub.add_parser("config", parents=[parent], help="where the config is, what is in force, whether it is valid")
     actions = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     actions.add_parser("path", parents=[parent], help="print the config file's path").set_defaults(func=run_path)
-    actions.add_parser("show", parents=[parent], help="print the effective config (secrets masked) as JSON").set_defaults(
-        func=run_show
-    )
+    actions.add_parser(
+        "show", parents=[parent], help="print the effective config (secrets masked) as JSON"
+    ).set_defaults(func=run_show)
     v = actions.add_parser("validate", parents=[parent], help="check a config file; exit 1 with the errors")
     v.add_argument("file", nargs="?", default=None, help="the file to check (default: the config in use)")
     v.set_defaults(func=run_validate)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import socket
 import sys
+from pathlib import Path
+from types import FrameType
 
 import anyio
 import uvicorn
@@ -16,6 +19,15 @@ from mcphost.cli.common import load_or_exit
 from mcphost.daemon import Host
 from mcphost.gateway.http_app import MCP_PATH, build_http_app
 from mcphost.gateway.mcp_server import build_server
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after shutdown, which would skip our cleanup (discovery file, upstreams)."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
@@ -49,15 +61,30 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with Host(loaded) as host:
             app = build_http_app(build_server(host.gateway), token, port)
-            config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
-            server = uvicorn.Server(config)
-            info = discovery.write(url=url, token=token, config_path=str(loaded.path))
-            print(f"mcphost: agent endpoint {url}", file=sys.stderr)
-            print(f"mcphost: bearer token in {info}", file=sys.stderr, flush=True)
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                discovery.remove(info)
+            server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+            # A signal that lands before uvicorn installs its own handlers must still end us through cleanup.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, server.handle_exit)
+            announced: list[Path] = []
+
+            async def announce_when_listening() -> None:
+                # The discovery file promises a working endpoint, so it appears only once uvicorn has started.
+                while not server.started:
+                    if server.should_exit:
+                        return
+                    await anyio.sleep(0.01)
+                announced.append(discovery.write(url=url, token=token, config_path=str(loaded.path)))
+                print(f"mcphost: agent endpoint {url}", file=sys.stderr)
+                print(f"mcphost: bearer token in {announced[0]}", file=sys.stderr, flush=True)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(announce_when_listening)
+                try:
+                    await server.serve(sockets=[sock])
+                finally:
+                    tg.cancel_scope.cancel()
+                    for path in announced:
+                        discovery.remove(path)
 
     anyio.run(main)
     return 0

@@ -56,9 +56,7 @@ def default_config() -> Config:
     # Stdio servers inherit only a safe few variables, so the data dir (where the todo server keeps its
     # database and signing secret) is handed over explicitly.
     env = {"TODO_TOKEN": todo.mint_token(todo.LOCAL_USER_ID), "MCPHOST_DATA_DIR": str(data_dir())}
-    return Config(
-        servers={"todo": ServerConfig(command=sys.executable, args=["-m", "mcphost.demo.todo"], env=env)}
-    )
+    return Config(servers={"todo": ServerConfig(command=sys.executable, args=["-m", "mcphost.demo.todo"], env=env)})
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")

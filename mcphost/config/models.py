@@ -42,10 +42,10 @@ class PermissionsConfig(StrictModel):
 
 class AnnotationOverride(StrictModel):
     title: str | None = None
-    readOnlyHint: bool | None = None  # noqa: N815 - the MCP spec's spelling, so it reads the same in the file
-    destructiveHint: bool | None = None  # noqa: N815
-    idempotentHint: bool | None = None  # noqa: N815
-    openWorldHint: bool | None = None  # noqa: N815
+    readOnlyHint: bool | None = None
+    destructiveHint: bool | None = None
+    idempotentHint: bool | None = None
+    openWorldHint: bool | None = None
 
 
 class ToolOverride(StrictModel):
@@ -65,9 +65,7 @@ class ServerConfig(StrictModel):
     url: str | None = Field(default=None, description="Endpoint of a streamable HTTP server.")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to an HTTP server.")
     enabled: bool = True
-    trust_annotations: bool = Field(
-        default=True, description="false: treat all of this server's tools as unannotated."
-    )
+    trust_annotations: bool = Field(default=True, description="false: treat all of this server's tools as unannotated.")
     tools: dict[str, ToolOverride] = Field(default_factory=dict, description="Per-tool corrections.")
     connect_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for the server to start.")
     call_timeout: float = Field(default=300.0, gt=0, description="Seconds one tool call may take.")

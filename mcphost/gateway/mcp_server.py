@@ -79,7 +79,9 @@ def build_server(gateway: Gateway) -> Server[Any]:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         arguments = params.arguments or {}
         try:
             if params.name == RETRIEVE_TOOLS:
@@ -89,7 +91,9 @@ def build_server(gateway: Gateway) -> Server[Any]:
             if variant is not None:
                 return outcome_result(await gateway.call(variant, arguments, sessions.context(ctx)))
             if params.name == LEGACY_CALL_TOOL:
-                return error_result(GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"}))
+                return error_result(
+                    GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"})
+                )
             return error_result(
                 GatewayError(
                     ErrorCode.TOOL_NOT_FOUND,

@@ -94,9 +94,7 @@ def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, 
         if not isinstance(args_json, str):
             if isinstance(args_json, dict):
                 return args_json  # a client that decoded the string for us: accept the object it meant
-            raise GatewayError(
-                ErrorCode.INVALID_ARGS, "args_json must be a string holding a JSON object", details
-            )
+            raise GatewayError(ErrorCode.INVALID_ARGS, "args_json must be a string holding a JSON object", details)
         try:
             parsed = json.loads(args_json)
         except json.JSONDecodeError as exc:
@@ -116,9 +114,7 @@ def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, 
     if args is None:
         return {}
     if not isinstance(args, dict):
-        raise GatewayError(
-            ErrorCode.INVALID_ARGS, f"args must be an object, not {_json_type(args)}", details
-        )
+        raise GatewayError(ErrorCode.INVALID_ARGS, f"args must be an object, not {_json_type(args)}", details)
     return args
 
 
@@ -244,11 +240,11 @@ class Gateway:
                 record.tool = tool_part or None
         except Exception as exc:  # a bug must cost one call, never the session
             logger.exception("call %s failed unexpectedly", variant.value)
-            err = GatewayError(
+            bug = GatewayError(
                 ErrorCode.UPSTREAM_ERROR, f"mcphost failed to complete the call: {type(exc).__name__}: {exc}"
             )
-            outcome.error, outcome.status = err, Status.ERROR
-            record.error = ErrorInfo(code=err.code.value, message=err.message)
+            outcome.error, outcome.status = bug, Status.ERROR
+            record.error = ErrorInfo(code=bug.code.value, message=bug.message)
         record.status = outcome.status.value
         record.warnings = list(outcome.warnings)
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -306,8 +302,8 @@ class Gateway:
                 by=DecidedBy.POLICY.value, action=decision.action.value, outcome="deny", rule=decision.rule
             ), GatewayError(
                 ErrorCode.PERMISSION_DENIED,
-                f"Permission denied by policy: {key} = \"deny\" in {loaded.path}. "
-                f"Change it to \"allow\", \"ask\" or \"confirm\" to let {variant.value} calls through.",
+                f'Permission denied by policy: {key} = "deny" in {loaded.path}. '
+                f'Change it to "allow", "ask" or "confirm" to let {variant.value} calls through.',
                 {**details, "denied_by": DecidedBy.POLICY.value},
             )
         if decision.action.needs_person:
@@ -315,12 +311,14 @@ class Gateway:
                 by=DecidedBy.NO_APPROVER.value, action=decision.action.value, outcome="deny", rule=decision.rule
             ), GatewayError(
                 ErrorCode.NO_APPROVER,
-                f"{variant.value} needs approval ({key} = \"{decision.action.value}\") and nobody is attached to "
+                f'{variant.value} needs approval ({key} = "{decision.action.value}") and nobody is attached to '
                 "answer: run `mcphost serve` and attach the VS Code extension or `mcphost approve`, or set "
-                f"{key} = \"allow\" in {loaded.path}.",
+                f'{key} = "allow" in {loaded.path}.',
                 {**details, "denied_by": DecidedBy.NO_APPROVER.value},
             )
-        return Decision(by=DecidedBy.POLICY.value, action=decision.action.value, outcome="allow", rule=decision.rule), None
+        return Decision(
+            by=DecidedBy.POLICY.value, action=decision.action.value, outcome="allow", rule=decision.rule
+        ), None
 
     async def _forward(self, server: str, tool: str, args: dict[str, Any]) -> types.CallToolResult:
         upstream = self.upstreams.servers[server]

@@ -231,8 +231,8 @@ class UpstreamServer:
             self.server_info = f"{info.name} {info.version}".strip() if info else None
             yield client
 
-    async def wait_first_attempt(self, timeout: float) -> None:
-        with anyio.move_on_after(timeout):
+    async def wait_first_attempt(self, limit_s: float) -> None:
+        with anyio.move_on_after(limit_s):
             await self._first_attempt_done.wait()
 
     def close(self) -> None:
@@ -280,8 +280,8 @@ class UpstreamServer:
             self.tools_version = next(_TOOL_LIST_VERSIONS)
         if not initial and (change.added or change.removed or change.changed):
             logger.info("upstream %s: tools changed (+%d -%d)", self.name, len(change.added), len(change.removed))
-            for tool, (old, new) in change.annotations_changed.items():
-                self._on_event("annotations_changed", {"tool": tool, "old": old, "new": new})
+            for name, (old, new) in change.annotations_changed.items():
+                self._on_event("annotations_changed", {"tool": name, "old": old, "new": new})
 
     # ---- calls
 
@@ -297,7 +297,9 @@ class UpstreamServer:
             with anyio.fail_after(self.config.call_timeout):
                 return await client.call_tool(tool, arguments)
         except TimeoutError:
-            raise UpstreamCallFailed(self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)") from None
+            raise UpstreamCallFailed(
+                self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)"
+            ) from None
         except Exception as exc:
             raise UpstreamCallFailed(self.name, describe_exception(exc)) from exc
 

@@ -23,7 +23,30 @@ PARAM_WEIGHT = 1
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
-    "a an and are as at be by for from in into is it its of on or the this to with".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "the",
+        "this",
+        "to",
+        "with",
+    ]
 )
 
 
@@ -91,8 +114,10 @@ class BM25Index:
         if not terms:
             return [Hit(doc.key, 0.0) for doc in sorted(self._docs, key=lambda d: d.key)][:limit]
         query_tf = Counter(terms)
-        # The ceiling: each known query term at full saturation ((k1+1) per occurrence in the query).
-        ceiling = sum(self._idf.get(t, 0.0) * (K1 + 1) * c for t, c in query_tf.items())
+        # The ceiling: every query term at full saturation. A term no tool mentions counts at the highest idf,
+        # so a query that only half matches scores lower than one that matches whole.
+        unseen_idf = math.log(1 + (self._n + 0.5) / 0.5)
+        ceiling = sum(self._idf.get(t, unseen_idf) * (K1 + 1) * c for t, c in query_tf.items())
         if ceiling <= 0:
             return []
         scored: list[tuple[float, str]] = []

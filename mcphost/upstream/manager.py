@@ -74,12 +74,12 @@ class UpstreamManager:
                 self.servers[name] = server
                 self._tg.start_soon(server.run, name=f"upstream:{name}")
 
-    async def wait_ready(self, timeout: float, names: list[str] | None = None) -> None:
+    async def wait_ready(self, limit_s: float, names: list[str] | None = None) -> None:
         """Wait until every (named) server has connected or failed once, so a first search sees real tools."""
         targets = [self.servers[n] for n in (names or list(self.servers)) if n in self.servers]
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(limit_s):
             for server in targets:
-                await server.wait_first_attempt(timeout)
+                await server.wait_first_attempt(limit_s)
 
     # ---- lookup and search
 
@@ -104,7 +104,11 @@ class UpstreamManager:
     def statuses(self) -> list[ServerStatus]:
         return [
             ServerStatus(
-                name, s.config.transport, s.state.value, len(s.tools), s.last_error if s.state is not State.CONNECTED else None
+                name,
+                s.config.transport,
+                s.state.value,
+                len(s.tools),
+                s.last_error if s.state is not State.CONNECTED else None,
             )
             for name, s in sorted(self.servers.items())
         ]

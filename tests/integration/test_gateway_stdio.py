@@ -26,7 +26,11 @@ async def test_agent_sees_exactly_four_tools_with_intent_schemas(sandbox: Sandbo
     for variant in ("call_tool_read", "call_tool_write", "call_tool_destructive"):
         schema = tools[variant].input_schema
         assert {"name", "args_json", "args", "intent"} <= set(schema["properties"])
-        assert schema["properties"]["intent"]["properties"]["operation_type"]["enum"] == ["read", "write", "destructive"]
+        assert schema["properties"]["intent"]["properties"]["operation_type"]["enum"] == [
+            "read",
+            "write",
+            "destructive",
+        ]
         assert variant.removeprefix("call_tool_") in (tools[variant].description or "")
     assert "Will be rejected if server marks tool as destructive" in (tools["call_tool_read"].description or "")
 
@@ -79,7 +83,11 @@ async def test_matrix_end_to_end_through_a_real_upstream(sandbox: Sandbox) -> No
         assert error_of(rejected) == {
             "code": "SERVER_MISMATCH",
             "message": "Tool 'probe:wipe_notes' is marked destructive by server, use call_tool_destructive",
-            "details": {"variant": "call_tool_read", "tool": "probe:wipe_notes", "recommended_variant": "call_tool_destructive"},
+            "details": {
+                "variant": "call_tool_read",
+                "tool": "probe:wipe_notes",
+                "recommended_variant": "call_tool_destructive",
+            },
         }
         write_on_destructive = await client.call_tool(
             "call_tool_write", {"name": "probe:wipe_notes", "intent": intent("write")}
@@ -90,7 +98,8 @@ async def test_matrix_end_to_end_through_a_real_upstream(sandbox: Sandbox) -> No
         assert error_of(mismatch)["message"] == "Intent mismatch: tool is call_tool_read but intent declares write"
 
         destructive = await client.call_tool(
-            "call_tool_destructive", {"name": "probe:read_notes", "args_json": '{"text": "x"}', "intent": intent("destructive")}
+            "call_tool_destructive",
+            {"name": "probe:read_notes", "args_json": '{"text": "x"}', "intent": intent("destructive")},
         )
         assert not destructive.is_error
 
@@ -120,11 +129,31 @@ async def test_every_malformed_call_gets_a_contract_error_and_the_session_surviv
         ("call_tool_read", {"name": "probe:read_notes", "intent": {}}, "MISSING_OPERATION_TYPE"),
         ("call_tool_read", {"name": "probe:read_notes", "intent": intent("unknown")}, "INVALID_OPERATION_TYPE"),
         ("call_tool_destructive", {"name": "probe:wipe_notes", "intent": intent("read")}, "INTENT_MISMATCH"),
-        ("call_tool_read", {"name": "probe:read_notes", "intent": intent("read", data_sensitivity="secret")}, "INVALID_SENSITIVITY"),
-        ("call_tool_read", {"name": "probe:read_notes", "intent": intent("read", reason="r" * 1001)}, "REASON_TOO_LONG"),
-        ("call_tool_read", {"name": "probe:read_notes", "args_json": "{not json", "intent": intent("read")}, "INVALID_ARGS"),
-        ("call_tool_read", {"name": "probe:read_notes", "args_json": "[1, 2]", "intent": intent("read")}, "INVALID_ARGS"),
-        ("call_tool_read", {"name": "probe:read_notes", "args": {}, "args_json": "{}", "intent": intent("read")}, "INVALID_ARGS"),
+        (
+            "call_tool_read",
+            {"name": "probe:read_notes", "intent": intent("read", data_sensitivity="secret")},
+            "INVALID_SENSITIVITY",
+        ),
+        (
+            "call_tool_read",
+            {"name": "probe:read_notes", "intent": intent("read", reason="r" * 1001)},
+            "REASON_TOO_LONG",
+        ),
+        (
+            "call_tool_read",
+            {"name": "probe:read_notes", "args_json": "{not json", "intent": intent("read")},
+            "INVALID_ARGS",
+        ),
+        (
+            "call_tool_read",
+            {"name": "probe:read_notes", "args_json": "[1, 2]", "intent": intent("read")},
+            "INVALID_ARGS",
+        ),
+        (
+            "call_tool_read",
+            {"name": "probe:read_notes", "args": {}, "args_json": "{}", "intent": intent("read")},
+            "INVALID_ARGS",
+        ),
         ("call_tool_read", {"name": "probe:read_notes", "args": [1], "intent": intent("read")}, "INVALID_ARGS"),
         ("call_tool_read", {"name": "probe:read_notes", "arguments": {}, "intent": intent("read")}, "INVALID_ARGS"),
         ("call_tool_read", {"intent": intent("read")}, "INVALID_ARGS"),

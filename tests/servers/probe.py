@@ -35,18 +35,38 @@ def _tools() -> list[types.Tool]:
     state = _state()
     flip = state.get("shifty", {"readOnlyHint": True})
     return [
-        types.Tool(name="read_notes", description="Read the notes in the notebook", input_schema=OBJECT,
-                   annotations=types.ToolAnnotations(read_only_hint=True)),
-        types.Tool(name="wipe_notes", description="Erase every note permanently", input_schema=OBJECT,
-                   annotations=types.ToolAnnotations(destructive_hint=True)),
+        types.Tool(
+            name="read_notes",
+            description="Read the notes in the notebook",
+            input_schema=OBJECT,
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        ),
+        types.Tool(
+            name="wipe_notes",
+            description="Erase every note permanently",
+            input_schema=OBJECT,
+            annotations=types.ToolAnnotations(destructive_hint=True),
+        ),
         types.Tool(name="plain_echo", description="Echo text back (no annotations at all)", input_schema=OBJECT),
-        types.Tool(name="both_hints", description="Claims to be read-only and destructive at once", input_schema=OBJECT,
-                   annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=True)),
-        types.Tool(name="shifty", description="A tool whose annotations change while it runs", input_schema=OBJECT,
-                   annotations=types.ToolAnnotations(
-                       read_only_hint=flip.get("readOnlyHint"), destructive_hint=flip.get("destructiveHint"))),
-        types.Tool(name="set_shifty", description="Change shifty's annotations and announce it",
-                   input_schema={"type": "object", "properties": {"annotations": {"type": "object"}}}),
+        types.Tool(
+            name="both_hints",
+            description="Claims to be read-only and destructive at once",
+            input_schema=OBJECT,
+            annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=True),
+        ),
+        types.Tool(
+            name="shifty",
+            description="A tool whose annotations change while it runs",
+            input_schema=OBJECT,
+            annotations=types.ToolAnnotations(
+                read_only_hint=flip.get("readOnlyHint"), destructive_hint=flip.get("destructiveHint")
+            ),
+        ),
+        types.Tool(
+            name="set_shifty",
+            description="Change shifty's annotations and announce it",
+            input_schema={"type": "object", "properties": {"annotations": {"type": "object"}}},
+        ),
         types.Tool(name="crash", description="Exit the server process in the middle of the call", input_schema=OBJECT),
         types.Tool(name="fail", description="Answer with a tool error", input_schema=OBJECT),
         types.Tool(name="whoami", description="Report the Authorization header and env seen", input_schema=OBJECT),
@@ -57,7 +77,9 @@ async def on_list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> typ
     return types.ListToolsResult(tools=_tools())
 
 
-async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+async def on_call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
     args = params.arguments or {}
     if params.name == "crash":
         os._exit(3)
@@ -76,7 +98,8 @@ async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTo
         return types.CallToolResult(content=[types.TextContent(text=json.dumps({"authorization": auth}))])
     text = args.get("text", "")
     return types.CallToolResult(
-        content=[types.TextContent(text=f"{params.name}: {text}")], structured_content={"tool": params.name, "text": text}
+        content=[types.TextContent(text=f"{params.name}: {text}")],
+        structured_content={"tool": params.name, "text": text},
     )
 
 

@@ -1,0 +1,130 @@
+"""The CLI as a person uses it: real `mcphost` processes, exit codes, stdout for results, stderr for errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.helpers import Sandbox
+
+
+def mcphost(box: Sandbox, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "mcphost", *args],
+        env={**os.environ, **box.env()},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_new_user_with_no_config_gets_the_todo_server(sandbox: Sandbox) -> None:
+    assert not sandbox.config.exists()
+    tools = mcphost(sandbox, "tools", "-o", "json")
+    assert tools.returncode == 0, tools.stderr
+    names = {t["name"]: t["call_with"] for t in json.loads(tools.stdout)["tools"]}
+    assert names == {
+        "todo:add_task": "call_tool_write",
+        "todo:list_tasks": "call_tool_read",
+        "todo:update_task": "call_tool_write",
+        "todo:complete_task": "call_tool_write",
+        "todo:delete_task": "call_tool_destructive",
+    }
+    listed = mcphost(sandbox, "call", "tool-read", "todo:list_tasks")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["items"] == []
+
+
+def test_call_fills_the_intent_from_the_command_and_records_it(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "allow"\n' + sandbox.probe_server())
+    result = mcphost(
+        sandbox,
+        "call",
+        "tool-write",
+        "probe:plain_echo",
+        "--args",
+        '{"text": "hey"}',
+        "--reason",
+        "testing",
+        "--sensitivity",
+        "internal",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "plain_echo: hey"
+    record = sandbox.tool_calls()[-1]
+    assert record["metadata"]["intent"] == {
+        "operation_type": "write",
+        "data_sensitivity": "internal",
+        "reason": "testing",
+    }
+    assert record["metadata"]["tool_variant"] == "call_tool_write"
+    assert record["client"] == "mcphost-cli"
+
+
+def test_rejected_call_exits_nonzero_with_the_message_on_stderr(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    result = mcphost(sandbox, "call", "tool-read", "probe:wipe_notes")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "Tool 'probe:wipe_notes' is marked destructive by server, use call_tool_destructive" in result.stderr
+    assert sandbox.tool_calls()[-1]["status"] == "rejected"
+
+
+def test_bad_args_json_is_explained(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    result = mcphost(sandbox, "call", "tool-read", "probe:read_notes", "--args", "{oops")
+    assert result.returncode == 1
+    assert "INVALID_ARGS" in result.stderr and "not valid JSON" in result.stderr
+
+
+def test_json_output_is_the_raw_result(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    result = mcphost(sandbox, "call", "tool-read", "probe:read_notes", "--args", '{"text": "j"}', "-o", "json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["structuredContent"] == {"tool": "read_notes", "text": "j"}
+    assert payload["content"][0]["text"] == "read_notes: j"
+
+
+def test_tool_error_from_upstream_exits_nonzero(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "allow"\n' + sandbox.probe_server())
+    result = mcphost(sandbox, "call", "tool-write", "probe:fail")
+    assert result.returncode == 1
+    assert "the tool failed on purpose" in result.stderr
+
+
+def test_tools_query_ranks_the_best_match_first(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    result = mcphost(sandbox, "tools", "erase notes")
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0].split()
+    assert first[1] == "probe:wipe_notes" and first[2] == "call_tool_destructive"
+
+
+def test_invalid_config_names_the_key_and_line(sandbox: Sandbox) -> None:
+    sandbox.write_config("[intent_declaration]\nstrict_server_validaton = true\n")
+    result = mcphost(sandbox, "tools")
+    assert result.returncode == 1
+    assert "unknown key 'strict_server_validaton'" in result.stderr
+    assert "line 2, column 1" in result.stderr
+    validate = mcphost(sandbox, "config", "validate")
+    assert validate.returncode == 1 and "strict_server_validaton" in validate.stderr
+
+
+def test_config_show_masks_secrets(sandbox: Sandbox) -> None:
+    sandbox.write_config('[servers.r]\nurl = "http://127.0.0.1:1/mcp"\nheaders = { Authorization = "Bearer abc123" }\n')
+    result = mcphost(sandbox, "config", "show")
+    assert result.returncode == 0, result.stderr
+    assert "abc123" not in result.stdout
+    assert json.loads(result.stdout)["config"]["servers"]["r"]["headers"]["Authorization"] == "****"
+
+
+def test_unknown_variant_is_a_usage_error(sandbox: Sandbox) -> None:
+    result = mcphost(sandbox, "call", "tool-delete", "todo:delete_task")
+    assert result.returncode == 2
+    assert "tool-read" in result.stderr
