@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters
@@ -62,10 +62,14 @@ class Target:
     args: dict[str, Any]
     samples_ns: list[int] = field(default_factory=list)
     calls_made: int = 0
+    errors: int = 0
 
     async def call(self) -> Any:
         self.calls_made += 1
-        return await self.client.call_tool(self.tool, self.args)
+        result = await self.client.call_tool(self.tool, self.args)
+        if result.is_error:
+            self.errors += 1
+        return result
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class Sandbox:
 
 
 @asynccontextmanager
-async def open_client(params: StdioServerParameters, mode: str, errlog: IO[str]) -> AsyncIterator[Client]:
+async def open_client(params: StdioServerParameters, mode: str, errlog: TextIO) -> AsyncIterator[Client]:
     # Children's stderr goes to a file: their logging must not interleave with the table, yet stays readable
     # when a run fails.
     async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None) as client:
@@ -174,7 +178,7 @@ async def interleave(first: Target, second: Target, rounds: int, work: Callable[
             await work(target)
 
 
-async def measure_mode(box: Sandbox, mode: str, opts: argparse.Namespace, errlog: IO[str]) -> dict[str, Any]:
+async def measure_mode(box: Sandbox, mode: str, opts: argparse.Namespace, errlog: TextIO) -> dict[str, Any]:
     direct_params = StdioServerParameters(command=sys.executable, args=[str(PROBE)], cwd=str(REPO))
     through_params = StdioServerParameters(
         command=sys.executable,
@@ -196,9 +200,8 @@ async def measure_mode(box: Sandbox, mode: str, opts: argparse.Namespace, errlog
             for _ in range(opts.warmup):
                 await target.call()
 
-        rounds = max(1, opts.rounds)
-        per_round = max(1, opts.calls // rounds)
-        await interleave(direct, through, rounds, lambda t: timed_calls(t, per_round))
+        per_round = max(1, opts.calls // opts.rounds)
+        await interleave(direct, through, opts.rounds, lambda t: timed_calls(t, per_round))
 
         throughput: dict[str, list[float]] = {direct.label: [], through.label: []}
 
@@ -208,6 +211,10 @@ async def measure_mode(box: Sandbox, mode: str, opts: argparse.Namespace, errlog
         # Two alternating passes: enough to smooth the order effect without doubling the run time again.
         await interleave(direct, through, 2, run_concurrent)
 
+    for target in (direct, through):
+        # Error results are cheap to produce; timings that include them would flatter the path.
+        if target.errors:
+            raise BenchFailure(f"{target.label}: {target.errors} of {target.calls_made} calls returned is_error")
     d, t = latency_summary(direct.samples_ns), latency_summary(through.samples_ns)
     d_tput = statistics.median(throughput[direct.label])
     t_tput = statistics.median(throughput[through.label])
@@ -249,10 +256,13 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
+        # Other work on the machine moves the absolute figures; the load says how much to trust them.
+        "load_average_1m": os.getloadavg()[0],
     }
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
+    host = machine()
     with tempfile.TemporaryDirectory(prefix="mcphost-bench-") as tmp:
         box = Sandbox(Path(tmp))
         box.write_config()
@@ -275,7 +285,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         raise BenchFailure(f"{made} calls went through mcphost but activity.jsonl holds {logged} tool_call records")
     return {
         "benchmark": "call_overhead",
-        "machine": machine(),
+        "machine": host,
         "settings": {
             "calls": opts.calls,
             "rounds": opts.rounds,
@@ -293,7 +303,8 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
 def render(report: dict[str, Any]) -> str:
     m, settings = report["machine"], report["settings"]
     lines = [
-        f"mcphost call overhead: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}",
+        f"mcphost call overhead: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}, "
+        f"load average {m['load_average_1m']:.2f} at start",
         f"read call, policy allow, activity log on ({report['activity_log_tool_calls']} tool_call records written)",
         f"{settings['calls']} timed calls per path in {settings['rounds']} interleaved rounds, "
         f"after {settings['warmup']} warm-up calls; throughput with {settings['concurrency']} concurrent callers",

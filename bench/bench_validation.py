@@ -133,17 +133,20 @@ def measure(iterations: int, repeats: int) -> dict[str, dict[str, float]]:
 
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
+    host = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        # Other work on the machine moves the absolute figures; the load says how much to trust them.
+        "load_average_1m": os.getloadavg()[0],
+    }
     check()
     figures = measure(opts.iterations, opts.repeats)
     base = figures["baseline"]["median_us"]
     return {
         "benchmark": "validation",
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "implementation": platform.python_implementation(),
-        },
+        "machine": host,
         "settings": {"iterations": opts.iterations, "repeats": opts.repeats, "args_json_bytes": len(ARGS_JSON)},
         "target_us": TARGET_US,
         "cases": {
@@ -160,7 +163,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
 def render(report: dict[str, Any]) -> str:
     m, settings = report["machine"], report["settings"]
     lines = [
-        f"mcphost validation cost: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}",
+        f"mcphost validation cost: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}, "
+        f"load average {m['load_average_1m']:.2f} at start",
         f"{settings['iterations']} iterations x {settings['repeats']} repeats per case; "
         f"per-call µs (best / median of repeats); x baseline = median / baseline median",
         "",

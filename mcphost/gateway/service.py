@@ -209,7 +209,7 @@ class Gateway:
             server, tool = split_name(arguments.get("name"), variant)
             record.server, record.tool = server, tool
             args = parse_args(arguments, variant)
-            upstream_tool = await self._resolve(server, tool, variant)
+            upstream_tool = await self._resolve(loaded, server, tool, variant)
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
                 record.metadata["annotations"] = annotations
@@ -251,11 +251,18 @@ class Gateway:
         self.activity.append(record)
         return outcome
 
-    async def _resolve(self, server: str, tool: str, variant: ToolVariant) -> UpstreamTool:
+    async def _resolve(self, loaded: LoadedConfig, server: str, tool: str, variant: ToolVariant) -> UpstreamTool:
         upstream = self.upstreams.servers.get(server)
         qualified = f"{server}:{tool}"
+        configured = loaded.config.servers.get(server)
+        if configured is not None and not configured.enabled:
+            raise GatewayError(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"Tool '{qualified}' not found: server '{server}' is disabled (enabled = false in {loaded.path})",
+                {"variant": variant.value, "tool": qualified},
+            )
         if upstream is None:
-            known = sorted(self.upstreams.servers)
+            known = sorted(loaded.config.enabled_servers())
             raise GatewayError(
                 ErrorCode.TOOL_NOT_FOUND,
                 f"Tool '{qualified}' not found: there is no server '{server}' "

@@ -128,3 +128,12 @@ def test_unknown_variant_is_a_usage_error(sandbox: Sandbox) -> None:
     result = mcphost(sandbox, "call", "tool-delete", "todo:delete_task")
     assert result.returncode == 2
     assert "tool-read" in result.stderr
+
+
+def test_unknown_and_disabled_servers_are_named(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server() + sandbox.probe_server("off", "enabled = false"))
+    unknown = mcphost(sandbox, "call", "tool-read", "nosuch:read_notes")
+    assert unknown.returncode == 1
+    assert "there is no server 'nosuch' (servers: probe)" in unknown.stderr
+    disabled = mcphost(sandbox, "call", "tool-read", "off:read_notes")
+    assert disabled.returncode == 1 and "server 'off' is disabled" in disabled.stderr

@@ -10,7 +10,7 @@ import sys
 import anyio
 import httpx2
 
-from tests.helpers import PROBE, Sandbox, daemon, error_of, http_agent, text_of
+from tests.helpers import PROBE, Sandbox, agent, daemon, error_of, http_agent, text_of
 
 INIT = {
     "jsonrpc": "2.0",
@@ -94,7 +94,7 @@ async def test_daemon_listens_on_loopback_only(sandbox: Sandbox) -> None:
             assert f"00000000:{port:04X}" not in listening
 
 
-async def test_http_upstream_with_headers_from_the_config(sandbox: Sandbox) -> None:
+async def test_stdio_agent_reaches_an_http_upstream_with_headers_from_the_config(sandbox: Sandbox) -> None:
     process = await anyio.open_process([sys.executable, str(PROBE), "--http", "0"], env={**os.environ})
     try:
         assert process.stderr is not None
@@ -109,7 +109,7 @@ async def test_http_upstream_with_headers_from_the_config(sandbox: Sandbox) -> N
             f'[permissions]\nwrite = "allow"\n[servers.remote]\nurl = "{url}"\n'
             'headers = { Authorization = "Bearer upstream-secret" }\n'
         )
-        async with daemon(sandbox) as d, http_agent(d.url, d.headers) as client:
+        async with agent(sandbox) as client:
             result = await client.call_tool(
                 "call_tool_write", {"name": "remote:whoami", "intent": {"operation_type": "write"}}
             )

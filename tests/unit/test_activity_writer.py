@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from mcphost.activity import ActivityLog, ActivityRecord
+
+
+def test_records_are_whole_lines_under_concurrent_appends(tmp_path: Path) -> None:
+    log = ActivityLog(tmp_path / "activity.jsonl")
+
+    def writer(n: int) -> None:
+        for i in range(200):
+            log.append(ActivityRecord(server=f"s{n}", tool="t", status="success", metadata={"i": i, "pad": "x" * 500}))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = (tmp_path / "activity.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 800
+    records = [json.loads(line) for line in lines]
+    assert len({r["id"] for r in records}) == 800
+    assert (tmp_path / "activity.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("", encoding="utf-8")
+    log = ActivityLog(blocker / "activity.jsonl")
+    assert log.append(ActivityRecord(server="s", tool="t")) is False
+    assert log.append(ActivityRecord(server="s", tool="t")) is False
+    err = capsys.readouterr().err
+    assert err.count("cannot write the activity log") == 1  # said once, loudly, not once per call
+    assert log.last_error is not None
+
+
+def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path) -> None:
+    log = ActivityLog(tmp_path / "a.jsonl")
+    seen: list[str] = []
+    log.subscribe(lambda r: seen.append(r.id))
+    log.subscribe(lambda r: 1 / 0)  # type: ignore[arg-type,return-value]
+    record = ActivityRecord(server="s")
+    assert log.append(record)
+    assert seen == [record.id]
