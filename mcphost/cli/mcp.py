@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with Host(loaded) as host:
-            server = build_server(host.gateway)
+            server = build_server(host.gateway, stdio=True)
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 

@@ -11,6 +11,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcphost import __version__
 from mcphost.errors import ErrorCode, GatewayError
@@ -49,30 +50,52 @@ def outcome_result(outcome: CallOutcome) -> types.CallToolResult:
 
 
 class _Sessions:
-    """A stable id per agent connection, so the activity log can tell concurrent agents apart."""
+    """A stable id per agent connection, so the activity log can tell concurrent agents apart.
 
-    def __init__(self) -> None:
+    SDK 2.x hands each request a fresh `ServerSession`, so the id hangs off what outlives a request: the
+    process for stdio (one agent per `mcphost mcp`), the transport's session id for HTTP, else the handshake
+    connection. Stateless 2026-era HTTP requests have none.
+    """
+
+    def __init__(self, fixed: str | None = None) -> None:
+        self._fixed = fixed
         self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
-    def context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
-        session = ctx.session
+    def session_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        if self._fixed is not None:
+            return self._fixed
+        connection = getattr(ctx.session, "_connection", None)
+        transport_id = getattr(connection, "session_id", None)
+        if transport_id:
+            return str(transport_id)
+        if ctx.request is not None:
+            header = ctx.request.headers.get("mcp-session-id")
+            if header:
+                return str(header)
+        if connection is None or getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            # 2026-era HTTP is one exchange per request: there is no session to name, and a fresh id per call
+            # would only pretend there were.
+            return None
         try:
-            session_id = self._ids.get(session)
-            if session_id is None:
-                session_id = self._ids[session] = uuid.uuid4().hex[:12]
+            found = self._ids.get(connection)
+            if found is None:
+                found = self._ids[connection] = uuid.uuid4().hex[:12]
         except TypeError:
-            session_id = None
+            return None
+        return found
+
+    def context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
         client = None
-        params = getattr(session, "client_params", None)
-        info = getattr(params, "client_info", None)
+        info = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
         if info is not None:
             client = f"{info.name} {info.version}".strip()
-        return CallContext(session_id=session_id, client=client)
+        return CallContext(session_id=self.session_id(ctx), client=client)
 
 
-def build_server(gateway: Gateway) -> Server[Any]:
+def build_server(gateway: Gateway, *, stdio: bool = False) -> Server[Any]:
+    """The MCP server over `gateway`; `stdio=True` when the process serves exactly one agent."""
     tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
-    sessions = _Sessions()
+    sessions = _Sessions(fixed=f"stdio-{uuid.uuid4().hex[:12]}" if stdio else None)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

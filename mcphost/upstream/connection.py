@@ -231,6 +231,10 @@ class UpstreamServer:
             self.server_info = f"{info.name} {info.version}".strip() if info else None
             yield client
 
+    @property
+    def first_attempt_done(self) -> bool:
+        return self._first_attempt_done.is_set()
+
     async def wait_first_attempt(self, limit_s: float) -> None:
         with anyio.move_on_after(limit_s):
             await self._first_attempt_done.wait()

@@ -40,6 +40,18 @@ async def test_agent_calls_through_the_daemon_over_http(sandbox: Sandbox) -> Non
     assert [c["status"] for c in sandbox.tool_calls()] == ["success", "rejected"]
 
 
+async def test_http_sessions_keep_one_id_per_agent(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    call = {"name": "probe:read_notes", "intent": {"operation_type": "read"}}
+    async with daemon(sandbox) as d:
+        for _ in range(2):
+            async with http_agent(d.url, d.headers, mode="legacy") as client:
+                await client.call_tool("call_tool_read", call)
+                await client.call_tool("call_tool_read", call)
+    ids = [c["session_id"] for c in sandbox.tool_calls()]
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2]
+
+
 async def test_discovery_file_is_private_and_removed_on_exit(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d:

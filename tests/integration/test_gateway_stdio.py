@@ -112,6 +112,7 @@ async def test_matrix_end_to_end_through_a_real_upstream(sandbox: Sandbox) -> No
 
     calls = sandbox.tool_calls()
     assert [c["status"] for c in calls] == ["success", "rejected", "rejected", "rejected", "success", "success"]
+    assert len({c["session_id"] for c in calls}) == 1, "one agent connection, one session id"
     assert calls[0]["metadata"] == {
         "tool_variant": "call_tool_read",
         "intent": {"operation_type": "read"},
