@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 from mcphost.cli.common import load_or_exit
 from mcphost.daemon import Host
 from mcphost.gateway.mcp_server import build_server
+from mcphost.gateway.stdio import serve_stdio
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with Host(loaded) as host:
             server = build_server(host.gateway, stdio=True)
-            async with stdio_server() as (read, write):
+            async with serve_stdio() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
 
     anyio.run(main)

@@ -1,0 +1,115 @@
+"""MCP over this process's stdin/stdout on asyncio pipes, for `mcphost mcp`.
+
+The SDK's `stdio_server` reads and writes through worker threads; a profile of `mcphost mcp` put about a
+third of its time in those hand-offs. Pipes on the event loop do the same job without threads. Like the SDK,
+it takes fd 0 and 1 for the protocol and points them at /dev/null and stderr, so a stray print (ours, a
+library's, a child's) can never corrupt the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE = 64 * 1024 * 1024
+
+
+def _is_pipe_or_socket(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@asynccontextmanager
+async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys."""
+    if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)) or os.isatty(0):
+        async with stdio_server() as streams:
+            yield streams
+        return
+
+    loop = asyncio.get_running_loop()
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    in_file = os.fdopen(proto_in, "rb", buffering=0)
+    out_file = os.fdopen(proto_out, "wb", buffering=0)
+
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
+    write_transport, write_protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin,
+        out_file,
+    )
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+
+    to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+
+    writer_done = anyio.Event()
+
+    async def stdin_reader() -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await _pump_stdin()
+
+    async def _pump_stdin() -> None:
+        async with to_server:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (asyncio.LimitOverrunError, ValueError) as exc:
+                    await to_server.send(exc)
+                    continue
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except Exception as exc:
+                    await to_server.send(exc)
+                    continue
+                await to_server.send(SessionMessage(message))
+
+    async def stdout_writer() -> None:
+        try:
+            async with from_server:
+                async for session_message in from_server:
+                    data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    writer.write(data.encode("utf-8") + b"\n")
+                    await writer.drain()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
+            logger.debug("stdout closed under the writer")
+        finally:
+            writer_done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stdin_reader)
+            tg.start_soon(stdout_writer)
+            try:
+                yield from_stdin, to_stdout
+            finally:
+                # Let the last responses reach the agent (the server closes its write stream when it stops),
+                # but never hang on an agent that stopped reading.
+                with anyio.move_on_after(5):
+                    await writer_done.wait()
+                tg.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        with contextlib.suppress(Exception):
+            writer.close()
