@@ -282,12 +282,7 @@ class Gateway:
         if found is not None:
             return found
         if upstream.state.value != "connected":
-            raise GatewayError(
-                ErrorCode.UPSTREAM_ERROR,
-                f"Upstream server '{server}' is not connected ({upstream.last_error or upstream.state.value}); "
-                "mcphost keeps retrying in the background, try again shortly",
-                {"variant": variant.value, "tool": qualified, "server": server},
-            )
+            raise _not_connected(server, upstream.last_error or upstream.state.value, qualified)
         candidates = [t.qualified for t in self.upstreams.all_tools()]
         matches = closest_names(qualified, candidates)
         raise GatewayError(
@@ -332,12 +327,7 @@ class Gateway:
         try:
             return await upstream.call_tool(tool, args)
         except UpstreamUnavailable as exc:
-            raise GatewayError(
-                ErrorCode.UPSTREAM_ERROR,
-                f"Upstream server '{server}' is not connected ({exc.reason}); mcphost keeps retrying in the "
-                "background, try again shortly",
-                {"server": server, "tool": f"{server}:{tool}"},
-            ) from None
+            raise _not_connected(server, exc.reason, f"{server}:{tool}") from None
         except UpstreamCallFailed as exc:
             raise GatewayError(
                 ErrorCode.UPSTREAM_ERROR,
@@ -345,6 +335,15 @@ class Gateway:
                 "The call may or may not have taken effect; check before retrying.",
                 {"server": server, "tool": f"{server}:{tool}"},
             ) from None
+
+
+def _not_connected(server: str, reason: str, qualified: str) -> GatewayError:
+    return GatewayError(
+        ErrorCode.UPSTREAM_ERROR,
+        f"Upstream server '{server}' is not connected ({reason}); mcphost keeps retrying in the background, "
+        "try again shortly",
+        {"server": server, "tool": qualified},
+    )
 
 
 def _suggest(name: str, candidates: list[str]) -> str:
