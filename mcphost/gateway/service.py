@@ -30,7 +30,7 @@ from mcphost.intent import (
     recommended_variant,
 )
 from mcphost.policy import Action, DecidedBy, decide
-from mcphost.upstream.connection import UpstreamCallFailed, UpstreamTool, UpstreamUnavailable
+from mcphost.upstream.connection import State, UpstreamCallFailed, UpstreamTool, UpstreamUnavailable
 from mcphost.upstream.index import closest_names
 from mcphost.upstream.manager import UpstreamManager
 
@@ -55,7 +55,6 @@ class CallOutcome:
     result: types.CallToolResult | None = None  # what the upstream answered, when it was reached
     error: GatewayError | None = None
     warnings: list[str] = field(default_factory=list)
-    record: ActivityRecord | None = None
 
 
 def split_name(name: Any, variant: ToolVariant) -> tuple[str, str]:
@@ -180,7 +179,7 @@ class Gateway:
             entry["call_with"] = recommended_variant(Annotations.from_mapping(annotations)).value
             tools.append(entry)
         answer: dict[str, Any] = {"tools": tools, "usage_instructions": USAGE_INSTRUCTIONS}
-        unhealthy = [s.to_dict() for s in self.upstreams.statuses() if s.state != "connected"]
+        unhealthy = [s.to_dict() for s in self.upstreams.statuses() if s.state != State.CONNECTED.value]
         if unhealthy:
             answer["diagnostics"] = {"servers": unhealthy}
         return answer
@@ -200,7 +199,7 @@ class Gateway:
             session_id=ctx.session_id,
             client=ctx.client,
         )
-        outcome = CallOutcome(status=Status.SUCCESS, record=record)
+        outcome = CallOutcome(status=Status.SUCCESS)
         raw = raw_intent(arguments)
         try:
             intent = parse_intent(raw, variant)
@@ -272,7 +271,7 @@ class Gateway:
             )
         await self._wait_for_startup([server])
         found = upstream.tools.get(tool)
-        if found is None and upstream.state.value == "connected":
+        if found is None and upstream.state is State.CONNECTED:
             # A server may add a tool without telling anyone; look once more before saying no.
             try:
                 await upstream.refresh()
@@ -281,7 +280,7 @@ class Gateway:
             found = upstream.tools.get(tool)
         if found is not None:
             return found
-        if upstream.state.value != "connected":
+        if upstream.state is not State.CONNECTED:
             raise _not_connected(server, upstream.last_error or upstream.state.value, qualified)
         candidates = [t.qualified for t in self.upstreams.all_tools()]
         matches = closest_names(qualified, candidates)
