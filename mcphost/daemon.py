@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcphost.activity import ActivityLog, ActivityRecord
+from mcphost.activity.record import ActivityRecord
+from mcphost.activity.writer import ActivityLog, LogSettings
 from mcphost.config import LoadedConfig
 from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
@@ -14,13 +15,18 @@ from mcphost.upstream.manager import UpstreamManager
 logger = logging.getLogger(__name__)
 
 
+def log_settings(loaded: LoadedConfig) -> LogSettings:
+    log = loaded.config.log
+    return LogSettings(fsync=log.fsync, max_bytes=log.max_bytes, keep=log.keep)
+
+
 class Host:
     """Everything one mcphost process runs. Use as an async context manager; upstreams start on entry."""
 
     def __init__(self, loaded: LoadedConfig, *, only_servers: list[str] | None = None) -> None:
         self.loaded = loaded
         self._only = only_servers
-        self.activity = ActivityLog(activity_log_path())
+        self.activity = ActivityLog(activity_log_path(), log_settings(loaded))
         self.upstreams = UpstreamManager(on_event=self._on_upstream_event)
         self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity)
 

@@ -1,6 +1,5 @@
-"""The activity log: the record model and the JSONL writer."""
+"""The activity log: record model (`record`), writer (`writer`), reading (`reader`), filters (`query`), display
+(`display`), redaction (`redact`).
 
-from mcphost.activity.record import ActivityRecord, Decision, ErrorInfo, RecordType, Status, new_record_id
-from mcphost.activity.writer import ActivityLog
-
-__all__ = ["ActivityLog", "ActivityRecord", "Decision", "ErrorInfo", "RecordType", "Status", "new_record_id"]
+Nothing is imported here: `mcphost log tail` must start fast, and the reading side needs no pydantic.
+"""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -13,10 +14,25 @@ from pydantic import BaseModel, ConfigDict, Field
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+_last_id = [0, 0]  # (ms, random part) of this process's last id
+_id_lock = threading.Lock()
+
+
 def new_record_id(now_ms: int | None = None) -> str:
-    """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by time as strings."""
+    """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by time as strings.
+
+    Monotonic within a process: a second id in the same millisecond is the first plus one, so the records one
+    process writes sort in the order it wrote them (readers use ids as cursors).
+    """
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    with _id_lock:
+        if now_ms is None and ms <= _last_id[0]:
+            ms, rand = _last_id[0], (_last_id[1] + 1) & ((1 << 80) - 1)
+        else:
+            rand = int.from_bytes(os.urandom(10), "big")
+        if now_ms is None:
+            _last_id[0], _last_id[1] = ms, rand
+    value = (ms << 80) | rand
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])
@@ -45,44 +61,79 @@ class Status(StrEnum):
     EXPIRED = "expired"  # nobody answered the prompt in time
 
 
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    by: str  # policy | editor | remembered_grant | timeout | no_approver
-    action: str  # the policy's action: allow | ask | confirm | deny
-    outcome: str  # allow | deny | expired
-    rule: str | None = None
-    at: str = Field(default_factory=utc_now)
-    wait_ms: float | None = None  # how long the person took, when a person decided
-
-
-class ErrorInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    code: str
-    message: str
-
-
-class ActivityRecord(BaseModel):
+class _Open(BaseModel):
     # Records from older or newer versions keep the fields this version does not know.
     model_config = ConfigDict(extra="allow")
 
-    id: str = Field(default_factory=new_record_id)
-    timestamp: str = Field(default_factory=utc_now)
-    type: str = RecordType.TOOL_CALL.value
+
+class Decision(_Open):
+    """Who let the call through or stopped it, and when."""
+
+    by: str = Field(description="policy | editor | remembered_grant | timeout | no_approver")
+    action: str = Field(description="What the policy asked for: allow | ask | confirm | deny.")
+    outcome: str = Field(description="allow | deny | expired")
+    rule: str | None = Field(default=None, description="The config key or grant that decided.")
+    at: str = Field(default_factory=utc_now, description="When the decision was made (RFC 3339, UTC).")
+    wait_ms: float | None = Field(default=None, description="How long the person took, when a person decided.")
+    remember: str | None = Field(default=None, description="once | session | always, when a person decided.")
+    approver: str | None = Field(default=None, description="Which editor or terminal answered.")
+
+
+class ErrorInfo(_Open):
+    code: str = Field(description="One of the error codes of design.md, e.g. SERVER_MISMATCH.")
+    message: str
+
+
+class RecordIntent(_Open):
+    """What the agent declared. For a call rejected before its intent parsed, what it sent, as text."""
+
+    operation_type: str | None = None
+    data_sensitivity: str | None = None
+    reason: str | None = None
+    raw: str | None = Field(default=None, description="The intent as sent, when it was not an object.")
+
+
+class RecordMetadata(_Open):
+    intent: RecordIntent | None = None
+    tool_variant: str | None = Field(
+        default=None, description="call_tool_read | call_tool_write | call_tool_destructive"
+    )
+    annotations: dict[str, Any] | None = Field(
+        default=None, description="The hints mcphost acted on (the server's, after config overrides)."
+    )
+    call_with: str | None = Field(default=None, description="The variant mcphost recommends for this tool.")
+
+
+class ActivityRecord(_Open):
+    """One line of activity.jsonl: a tool call, or an event of the host itself."""
+
+    id: str = Field(default_factory=new_record_id, description="ULID: sorts by time as a string.")
+    timestamp: str = Field(default_factory=utc_now, description="When the record was written (RFC 3339, UTC).")
+    type: str = Field(
+        default=RecordType.TOOL_CALL.value, description=" | ".join(t.value for t in RecordType) + " (and later types)"
+    )
     server: str | None = None
     tool: str | None = None
-    status: str | None = None
+    status: str | None = Field(default=None, description=" | ".join(s.value for s in Status))
     duration_ms: float | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: RecordMetadata = Field(default_factory=RecordMetadata)
     decision: Decision | None = None
     warnings: list[str] = Field(default_factory=list)
     error: ErrorInfo | None = None
-    request_bytes: int | None = None
-    response_bytes: int | None = None
-    session_id: str | None = None
-    client: str | None = None
-    details: dict[str, Any] | None = None  # host events: what connected, what changed
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="The tool's arguments after redaction, when within [log] arguments_max_bytes."
+    )
+    arguments_preview: str | None = Field(
+        default=None, description="The start of the redacted arguments' JSON, when they were over the limit."
+    )
+    request_bytes: int | None = Field(default=None, description="Size of the tool's arguments as JSON.")
+    response_bytes: int | None = Field(default=None, description="Size of the tool's answer as JSON.")
+    response_preview: str | None = Field(
+        default=None, description="The start of the answer's text, redacted, at most [log] response_preview_bytes."
+    )
+    session_id: str | None = Field(default=None, description="The agent session the call came from.")
+    client: str | None = Field(default=None, description="The agent's client name, as its MCP client reported it.")
+    details: dict[str, Any] | None = Field(default=None, description="Host events: what connected, what changed.")
 
     def to_json_line(self) -> str:
         return self.model_dump_json(exclude_none=True) + "\n"

@@ -1,84 +1,289 @@
-"""Appending activity records to the JSONL log."""
+"""Appending activity records to the JSONL log: whole lines, durable, rotated, and never a crash on a bad disk.
+
+Several processes append to the same file (a daemon, `mcphost call`, a second daemon), so everything that
+touches the live file happens under an exclusive flock on it:
+
+- one write(2) per record on an O_APPEND descriptor: lines are never torn or interleaved;
+- a writer killed mid-line leaves a partial last line; the next writer sees that the file does not end in a
+  newline and starts its record on a fresh line, so readers lose only the torn one;
+- rotation renames `activity.jsonl` to `activity.jsonl.1` (shifting older ones up to `keep`) and starts a new
+  file. A writer that waited on the old file's lock sees that the path now names another file and moves on,
+  so nothing is written to a rotated file and no record is lost or written twice.
+
+Durability: `write()` returns once the record is on disk. fsyncs are grouped: while one fsync runs, records
+written meanwhile wait for the next one, which covers all of them, so the cost per record falls under load.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import anyio.to_thread
 
 from mcphost.activity.record import ActivityRecord
 
 logger = logging.getLogger(__name__)
 
 _Listener = Callable[[ActivityRecord], None]
+# Records kept in memory while the disk refuses them (full, read-only); written first once it accepts again.
+BACKLOG_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    fsync: bool = True
+    max_bytes: int = 0  # 0: never rotate
+    keep: int = 5
+
+
+def rotated_path(path: Path, n: int) -> Path:
+    return path.with_name(f"{path.name}.{n}")
 
 
 class ActivityLog:
-    """Appends whole lines: one write(2) per record on an O_APPEND descriptor, under an advisory lock.
-
-    The lock keeps lines whole when several processes (a daemon, `mcphost call`) append at once. A failure to
-    write is reported loudly and never raised into the call path: the host keeps serving.
-    """
-
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, settings: LogSettings | None = None) -> None:
         self.path = path
-        self._fd: int | None = None
-        self._lock = threading.Lock()
+        self.settings = settings or LogSettings()
         self.last_error: str | None = None
+        self._fd: int | None = None
+        self._lock = threading.Lock()  # one writer thread at a time in this process; flock covers the others
         self._listeners: list[_Listener] = []
+        self._backlog: deque[bytes] = deque()
+        self._dropped = 0
+        # Group commit: _written counts records handed to the OS, _synced those known to be on disk.
+        self._sync = threading.Condition()
+        self._written = 0
+        self._synced = 0
+        self._syncing = False
 
     def subscribe(self, listener: _Listener) -> None:
         self._listeners.append(listener)
 
-    def _open(self) -> int:
-        if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        return self._fd
+    def configure(self, settings: LogSettings) -> None:
+        self.settings = settings
 
-    def append(self, record: ActivityRecord) -> bool:
+    @property
+    def backlog(self) -> int:
+        return len(self._backlog)
+
+    # ---- writing
+
+    def append(self, record: ActivityRecord) -> int | None:
+        """Hand one record to the OS. Returns its sequence number for `sync_through`, or None when the disk
+        refused it (it is then kept in memory and written first once the disk accepts writes again)."""
         data = record.to_json_line().encode("utf-8")
+        seq: int | None = None
         with self._lock:
             try:
-                fd = self._open()
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
-                    _write_all(fd, data)
-                finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                if self.last_error is not None:
-                    print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr)
-                self.last_error = None
+                self._write_locked(data)
             except OSError as exc:
+                self._hold(data)
                 self._report(exc)
-                return False
+            else:
+                with self._sync:
+                    self._written += 1
+                    seq = self._written
+                if self.last_error is not None:
+                    print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
+                    self.last_error = None
         for listener in self._listeners:
             try:
                 listener(record)
             except Exception:
                 logger.exception("activity listener failed")
+        return seq
+
+    async def write(self, record: ActivityRecord) -> bool:
+        """Append, and return once the record is on disk (when `fsync` is on). Never raises."""
+        seq = self.append(record)
+        if seq is None:
+            return False
+        if self.settings.fsync:
+            return await anyio.to_thread.run_sync(self.sync_through, seq)
         return True
 
-    def _report(self, exc: OSError) -> None:
-        message = f"cannot write the activity log {self.path}: {exc.strerror or exc}"
-        if message != self.last_error:
-            print(f"mcphost: ERROR: {message}; calls go on, but are not on record", file=sys.stderr)
-        self.last_error = message
+    def sync_through(self, seq: int) -> bool:
+        """Block until record `seq` is on disk; one fsync serves every record written before it started."""
+        with self._sync:
+            while self._synced < seq:
+                if self._syncing:
+                    self._sync.wait()
+                    continue
+                self._syncing = True
+                target = self._written
+                fd = self._dup_fd()
+                self._sync.release()
+                ok = True
+                try:
+                    if fd is not None:
+                        os.fdatasync(fd)
+                except OSError as exc:
+                    ok = False
+                    self._report(exc, close=False)
+                finally:
+                    if fd is not None:
+                        os.close(fd)
+                    self._sync.acquire()
+                    self._syncing = False
+                    self._sync.notify_all()
+                if not ok:
+                    return False
+                self._synced = max(self._synced, target)
+            return True
+
+    def _dup_fd(self) -> int | None:
+        # A duplicate stays valid while rotation closes the original; both share one open file description.
+        fd = self._fd
+        if fd is None:
+            return None
+        try:
+            return os.dup(fd)
+        except OSError:
+            return None
+
+    def _write_locked(self, data: bytes) -> None:
+        fd = self._lock_live_file()
+        try:
+            if self._backlog:
+                self._flush_backlog(fd)
+            fd = self._rotate_if_needed(fd, len(data))
+            _append_line(fd, data)
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _flush_backlog(self, fd: int) -> None:
+        if self._dropped:
+            print(
+                f"mcphost: ERROR: {self._dropped} activity records were lost while the log could not be written",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._dropped = 0
+        while self._backlog:
+            _append_line(fd, self._backlog[0])
+            self._backlog.popleft()
+            with self._sync:
+                self._written += 1
+
+    def _hold(self, data: bytes) -> None:
+        if len(self._backlog) >= BACKLOG_LIMIT:
+            self._backlog.popleft()
+            self._dropped += 1
+        self._backlog.append(data)
+
+    def _lock_live_file(self) -> int:
+        """Open and lock the file the path names now: after a rotation by another process, that is a new one."""
+        for _ in range(100):
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = self.path.stat()
+            except FileNotFoundError:
+                current = None
+            mine = os.fstat(fd)
+            if current is not None and (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
+                return fd
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._close_fd()
+        raise OSError(errno.EAGAIN, "the activity log keeps changing under us (rotated by another process)")
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return self._fd
+
+    def _close_fd(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
 
+    def _rotate_if_needed(self, fd: int, incoming: int) -> int:
+        limit = self.settings.max_bytes
+        size = os.fstat(fd).st_size
+        if limit <= 0 or size == 0 or size + incoming <= limit:
+            return fd
+        # Records in the old file must be durable before it stops being the live one.
+        if self.settings.fsync:
+            os.fdatasync(fd)
+        keep = self.settings.keep
+        with contextlib.suppress(FileNotFoundError):
+            rotated_path(self.path, keep).unlink()
+        for n in range(keep - 1, 0, -1):
+            with contextlib.suppress(FileNotFoundError):
+                rotated_path(self.path, n).rename(rotated_path(self.path, n + 1))
+        self.path.rename(rotated_path(self.path, 1))
+        new_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(new_fd, fcntl.LOCK_EX)
+        _fsync_dir(self.path.parent)
+        # Waiters on the old file's lock wake up, see the path names a new file, and reopen.
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        self._fd = new_fd
+        return new_fd
+
+    # ---- failures
+
+    def _report(self, exc: OSError, *, close: bool = True) -> None:
+        message = f"cannot write the activity log {self.path}: {exc.strerror or exc}"
+        if message != self.last_error:
+            print(
+                f"mcphost: ERROR: {message}; calls go on, and their records wait in memory "
+                f"(up to {BACKLOG_LIMIT}) until the log can be written",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.last_error = message
+        if close:  # reopen next time: the file may have been replaced or its disk remounted
+            self._close_fd()
+
     def close(self) -> None:
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            if self._backlog:
+                try:
+                    fd = self._lock_live_file()
+                    try:
+                        self._flush_backlog(fd)
+                    finally:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                except OSError as exc:
+                    print(
+                        f"mcphost: ERROR: {len(self._backlog)} activity records could not be written to "
+                        f"{self.path}: {exc.strerror or exc}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            if self._fd is not None and self.settings.fsync:
+                with contextlib.suppress(OSError):
+                    os.fdatasync(self._fd)
+            self._close_fd()
+
+
+def _append_line(fd: int, data: bytes) -> None:
+    """Write one record; call with the file locked. A failure leaves the file as it was found."""
+    size = os.fstat(fd).st_size
+    if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+        # A writer died mid-line: end the torn line so this record starts on a line of its own.
+        data = b"\n" + data
+    try:
+        _write_all(fd, data)
+    except OSError:
+        # A short write (disk full) would leave half a record; cut it off, so the file ends on a whole line.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -86,3 +291,12 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

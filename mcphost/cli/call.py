@@ -6,15 +6,15 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
-
-import anyio
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
-from mcphost.daemon import Host
-from mcphost.gateway.service import CallContext, CallOutcome
 from mcphost.intent import DataSensitivity, ToolVariant
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from mcphost.gateway.service import CallOutcome
 
 COMMANDS = {
     "tool-read": ToolVariant.READ,
@@ -45,6 +45,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcphost.daemon import Host
+    from mcphost.gateway.service import CallContext
+
     loaded = load_or_exit(args)
     variant: ToolVariant = args.variant
     intent: dict[str, Any] = {"operation_type": variant.operation.value}
@@ -80,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_result(result: types.CallToolResult, stream: Any) -> None:
+    import mcp_types as types
+
     printed = False
     for block in result.content:
         if isinstance(block, types.TextContent):

@@ -6,9 +6,10 @@ import argparse
 import json
 import logging
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from mcphost.config import ConfigError, LoadedConfig, load_config
+if TYPE_CHECKING:
+    from mcphost.config import LoadedConfig
 
 
 def setup_logging(verbose: int) -> None:
@@ -23,6 +24,8 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def load_or_exit(args: argparse.Namespace) -> LoadedConfig:
+    from mcphost.config import ConfigError, load_config
+
     try:
         return load_config(getattr(args, "config", None))
     except ConfigError as exc:

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
+from mcphost.activity.redact import redact
 from mcphost.cli.common import load_or_exit, print_json
-from mcphost.config import ConfigError, parse_config
 from mcphost.paths import config_path
-
-_SECRET_KEY = re.compile(r"token|secret|password|passwd|api[_-]?key|authorization|cookie|credential", re.I)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
@@ -32,29 +28,21 @@ def run_path(args: argparse.Namespace) -> int:
     return 0
 
 
-def mask(value: Any, key: str = "") -> Any:
-    if isinstance(value, dict):
-        return {k: mask(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask(v, key) for v in value]
-    if isinstance(value, str) and _SECRET_KEY.search(key):
-        return "****" if value else value
-    return value
-
-
 def run_show(args: argparse.Namespace) -> int:
     loaded = load_or_exit(args)
     print_json(
         {
             "path": str(loaded.path),
             "exists": loaded.exists,
-            "config": mask(loaded.config.model_dump(mode="json")),
+            "config": redact(loaded.config.model_dump(mode="json")),
         }
     )
     return 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from mcphost.config import ConfigError, parse_config
+
     path = Path(args.file) if args.file else config_path(args.config)
     try:
         text = path.read_text(encoding="utf-8")

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import anyio
-
 from mcphost.cli.common import load_or_exit
-from mcphost.daemon import Host
-from mcphost.gateway.mcp_server import build_server
-from mcphost.gateway.stdio import serve_stdio
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
@@ -18,6 +13,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcphost.daemon import Host
+    from mcphost.gateway.mcp_server import build_server
+    from mcphost.gateway.stdio import serve_stdio
+
     loaded = load_or_exit(args)
 
     async def main() -> None:

@@ -6,10 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-import anyio
-
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
-from mcphost.daemon import Host
 from mcphost.errors import GatewayError
 from mcphost.gateway.tools import DEFAULT_LIMIT
 
@@ -25,6 +22,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcphost.daemon import Host
+
     loaded = load_or_exit(args)
 
     async def main() -> dict[str, Any]:

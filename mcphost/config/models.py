@@ -89,10 +89,41 @@ class DaemonConfig(StrictModel):
     )
 
 
+class LogConfig(StrictModel):
+    """The activity log at <data dir>/activity.jsonl."""
+
+    fsync: bool = Field(
+        default=True,
+        description="true: a call's result reaches the agent only after its record is on disk (fsync, grouped "
+        "under load); false: records reach the OS at once and the disk when it flushes (faster, a power loss "
+        "can cost the last records).",
+    )
+    max_bytes: int = Field(
+        default=20 * 1024 * 1024,
+        ge=0,
+        description="Rotate the live file before it grows past this many bytes; 0 never rotates.",
+    )
+    keep: int = Field(default=5, ge=1, le=1000, description="Rotated files kept (activity.jsonl.1 is the newest).")
+    arguments_max_bytes: int = Field(
+        default=4096,
+        ge=0,
+        description="Stored arguments (after redaction) larger than this are kept as a truncated preview; "
+        "0 stores none.",
+    )
+    response_preview_bytes: int = Field(
+        default=512, ge=0, description="Bytes of the tool's answer kept as a preview (after redaction); 0 keeps none."
+    )
+    redact_keys: list[str] = Field(
+        default_factory=list,
+        description="More argument names whose values never reach the log, beside the built-in credential names.",
+    )
+
+
 class Config(StrictModel):
     intent_declaration: IntentDeclarationConfig = Field(default_factory=IntentDeclarationConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    log: LogConfig = Field(default_factory=LogConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
 
     @field_validator("servers")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from mcp.server import Server
@@ -12,8 +13,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcphost.gateway.activity_api import API_PATH, activity_endpoint
 
 MCP_PATH = "/mcp"
 
@@ -48,13 +51,17 @@ def security_settings(port: int) -> TransportSecuritySettings:
     )
 
 
-def build_http_app(server: Server[Any], token: str, port: int) -> Starlette:
+def build_http_app(server: Server[Any], token: str, port: int, activity_path: Path | None = None) -> Starlette:
     manager = StreamableHTTPSessionManager(app=server, security_settings=security_settings(port))
     mcp_endpoint = BearerTokenGuard(StreamableHTTPASGIApp(manager), token)
+    routes = [Route(MCP_PATH, endpoint=mcp_endpoint)]
+    if activity_path is not None:
+        api = BearerTokenGuard(request_response(activity_endpoint(activity_path)), token)
+        routes.append(Route(API_PATH, endpoint=api, methods=["GET"]))
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
             yield
 
-    return Starlette(routes=[Route(MCP_PATH, endpoint=mcp_endpoint)], lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -15,7 +15,19 @@ from typing import Any
 
 import mcp_types as types
 
-from mcphost.activity import ActivityLog, ActivityRecord, Decision, ErrorInfo, RecordType, Status
+from mcphost.activity.capture import capture_arguments, capture_response, response_text
+from mcphost.activity.record import (
+    ActivityRecord,
+    Decision,
+    ErrorInfo,
+    RecordIntent,
+    RecordMetadata,
+    RecordType,
+    Status,
+    new_record_id,
+    utc_now,
+)
+from mcphost.activity.writer import ActivityLog
 from mcphost.config import LoadedConfig, effective_annotations
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
@@ -123,13 +135,18 @@ def _json_type(value: Any) -> str:
     )
 
 
-def _recorded_intent(raw: Any) -> dict[str, Any] | None:
-    """What a rejected call declared, kept small: the log must not grow by what an agent chooses to send."""
-    if isinstance(raw, dict):
-        return {k: (v[:1000] if isinstance(v, str) else v) for k, v in list(raw.items())[:3]}
+def _recorded_intent(raw: Any) -> RecordIntent | None:
+    """What a rejected call declared, as text and kept small: the log must not grow by what an agent sends."""
     if raw is None:
         return None
-    return {"raw": str(raw)[:1000]}
+    if not isinstance(raw, dict):
+        return RecordIntent(raw=str(raw)[:1000])
+    fields = {}
+    for key in ("operation_type", "data_sensitivity", "reason"):
+        value = raw.get(key)
+        if value is not None:
+            fields[key] = (value if isinstance(value, str) else json.dumps(value, default=str))[:1000]
+    return RecordIntent(**fields)
 
 
 class Gateway:
@@ -193,9 +210,10 @@ class Gateway:
         """Validate, decide, forward, and record one call. Never raises for anything the agent sent."""
         started = time.perf_counter()
         loaded = self._config()  # this call finishes under the config it started with
+        log = loaded.config.log
         record = ActivityRecord(
             type=RecordType.TOOL_CALL.value,
-            metadata={"tool_variant": variant.value},
+            metadata=RecordMetadata(tool_variant=variant.value),
             session_id=ctx.session_id,
             client=ctx.client,
         )
@@ -203,15 +221,20 @@ class Gateway:
         raw = raw_intent(arguments)
         try:
             intent = parse_intent(raw, variant)
-            record.metadata["intent"] = intent.to_dict()
+            record.metadata.intent = RecordIntent(**intent.to_dict())
             check_two_keys(variant, intent)
             server, tool = split_name(arguments.get("name"), variant)
             record.server, record.tool = server, tool
             args = parse_args(arguments, variant)
+            record.request_bytes = len(json.dumps(args, separators=(",", ":"), default=str))
+            record.arguments, record.arguments_preview = capture_arguments(
+                args, log.arguments_max_bytes, log.redact_keys
+            )
             upstream_tool = await self._resolve(loaded, server, tool, variant)
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
-                record.metadata["annotations"] = annotations
+                record.metadata.annotations = annotations
+            record.metadata.call_with = recommended_variant(Annotations.from_mapping(annotations)).value
             verdict = check_annotations(
                 variant,
                 upstream_tool.qualified,
@@ -222,18 +245,19 @@ class Gateway:
             record.decision, denial = self._authorize(loaded, variant, server, tool)
             if denial is not None:
                 raise denial
-            record.request_bytes = len(json.dumps(args, separators=(",", ":")))
             outcome.result = await self._forward(server, tool, args)
             outcome.status = Status.ERROR if outcome.result.is_error else Status.SUCCESS
-            record.response_bytes = len(outcome.result.model_dump_json(by_alias=True, exclude_none=True))
+            answer = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            record.response_bytes = len(json.dumps(answer, separators=(",", ":")))
+            record.response_preview = capture_response(
+                response_text(answer.get("content", []), answer.get("structuredContent")), log.response_preview_bytes
+            )
         except GatewayError as err:
             outcome.error = err
             outcome.status = _status_for(err.code)
             record.error = ErrorInfo(code=err.code.value, message=err.message)
-            if "intent" not in record.metadata:
-                intent_seen = _recorded_intent(raw)
-                if intent_seen is not None:
-                    record.metadata["intent"] = intent_seen
+            if record.metadata.intent is None:
+                record.metadata.intent = _recorded_intent(raw)
             if record.server is None and isinstance(arguments.get("name"), str):
                 record.server, _, tool_part = arguments["name"].partition(":")
                 record.tool = tool_part or None
@@ -247,7 +271,10 @@ class Gateway:
         record.status = outcome.status.value
         record.warnings = list(outcome.warnings)
         record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        self.activity.append(record)
+        # Stamped when written, not when started, so the file stays in time order however long calls take.
+        record.id, record.timestamp = new_record_id(), utc_now()
+        # The agent sees the result only once its record is on disk (when [log] fsync is on).
+        await self.activity.write(record)
         return outcome
 
     async def _resolve(self, loaded: LoadedConfig, server: str, tool: str, variant: ToolVariant) -> UpstreamTool:

@@ -121,7 +121,7 @@ def test_config_show_masks_secrets(sandbox: Sandbox) -> None:
     result = mcphost(sandbox, "config", "show")
     assert result.returncode == 0, result.stderr
     assert "abc123" not in result.stdout
-    assert json.loads(result.stdout)["config"]["servers"]["r"]["headers"]["Authorization"] == "****"
+    assert json.loads(result.stdout)["config"]["servers"]["r"]["headers"]["Authorization"] == "[REDACTED]"
 
 
 def test_unknown_variant_is_a_usage_error(sandbox: Sandbox) -> None:

@@ -117,7 +117,11 @@ async def test_matrix_end_to_end_through_a_real_upstream(sandbox: Sandbox) -> No
         "tool_variant": "call_tool_read",
         "intent": {"operation_type": "read"},
         "annotations": {"readOnlyHint": True},
+        "call_with": "call_tool_read",
     }
+    assert calls[0]["arguments"] == {"text": "hi"}
+    assert calls[0]["request_bytes"] == len('{"text":"hi"}')
+    assert calls[0]["response_bytes"] > 0 and "hi" in calls[0]["response_preview"]
     assert calls[1]["error"]["code"] == "SERVER_MISMATCH"
     assert calls[5]["warnings"] and "read-only" in calls[5]["warnings"][0]
     assert calls[0]["decision"]["by"] == "policy" and calls[0]["decision"]["outcome"] == "allow"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcphost.activity import ActivityLog, ActivityRecord
+from mcphost.activity.record import ActivityRecord
+from mcphost.activity.writer import ActivityLog
 
 
 def test_records_are_whole_lines_under_concurrent_appends(tmp_path: Path) -> None:
@@ -32,8 +33,8 @@ def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pyt
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("", encoding="utf-8")
     log = ActivityLog(blocker / "activity.jsonl")
-    assert log.append(ActivityRecord(server="s", tool="t")) is False
-    assert log.append(ActivityRecord(server="s", tool="t")) is False
+    assert log.append(ActivityRecord(server="s", tool="t")) is None
+    assert log.append(ActivityRecord(server="s", tool="t")) is None
     err = capsys.readouterr().err
     assert err.count("cannot write the activity log") == 1  # said once, loudly, not once per call
     assert log.last_error is not None
@@ -45,5 +46,5 @@ def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path
     log.subscribe(lambda r: seen.append(r.id))
     log.subscribe(lambda r: 1 / 0)  # type: ignore[arg-type,return-value]
     record = ActivityRecord(server="s")
-    assert log.append(record)
+    assert log.append(record) is not None
     assert seen == [record.id]

@@ -1,0 +1,51 @@
+"""What of a call's arguments and answer goes on record: redacted, and bounded by the `[log]` limits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mcphost.activity.redact import redact, redact_text
+
+PREVIEW_MARGIN = 16384
+
+
+def cut_utf8(text: str, limit: int) -> str:
+    """At most `limit` bytes of `text` as UTF-8, never splitting a character, marked when cut."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[: max(0, limit - 3)].decode("utf-8", "ignore") + "…"
+
+
+def capture_arguments(
+    args: Mapping[str, Any], max_bytes: int, extra_keys: Iterable[str] = ()
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(arguments, preview): the redacted arguments when they fit in `max_bytes`, else the start of their JSON."""
+    if max_bytes <= 0 or not args:
+        return None, None
+    cleaned = redact(dict(args), extra_keys)
+    text = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text.encode("utf-8")) <= max_bytes:
+        return cleaned, None
+    return None, cut_utf8(text, max_bytes)
+
+
+def response_text(content: Iterable[Mapping[str, Any]], structured: Any) -> str:
+    """The readable part of a tool's answer: its text blocks, else its structured content as JSON."""
+    texts = [str(block.get("text", "")) for block in content if block.get("type") == "text"]
+    if texts:
+        return "\n".join(texts)
+    if structured is not None:
+        return json.dumps(structured, ensure_ascii=False, separators=(",", ":"), default=str)
+    kinds = sorted({str(block.get("type")) for block in content})
+    return f"[{', '.join(kinds)} content]" if kinds else ""
+
+
+def capture_response(text: str, max_bytes: int) -> str | None:
+    if max_bytes <= 0 or not text:
+        return None
+    # Redact before cutting, so a secret that straddles the cut is still recognised; the margin bounds the cost
+    # on a huge answer and is longer than any credential format (a PEM block without its end counts as one).
+    return cut_utf8(redact_text(text[: max_bytes + PREVIEW_MARGIN]), max_bytes)

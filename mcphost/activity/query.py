@@ -1,0 +1,295 @@
+"""Which records a reader wants: filters, their validation, pages with a cursor, summaries. Pure over dicts.
+
+The CLI (`log tail`, `activity list|summary`) and the REST endpoint parse their parameters with the same
+`parse_filter`, so a bad value gets the same message, listing the valid ones, wherever it was typed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from mcphost.activity.reader import Record, records_newest_first
+
+INTENT_TYPES = ("read", "write", "destructive")
+STATUSES = ("success", "error", "rejected", "denied", "expired")
+RECORD_TYPES = (
+    "tool_call",
+    "config_reload",
+    "config_error",
+    "upstream_connected",
+    "upstream_lost",
+    "annotations_changed",
+)
+VARIANT_INTENTS = {
+    "call_tool_read": "read",
+    "call_tool_write": "write",
+    "call_tool_destructive": "destructive",
+}
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+# Records are appended in time order, except that writers in several processes can interleave by a few
+# milliseconds; a newest-first scan for `since` stops only once it is this far past the bound.
+ORDER_SLACK = timedelta(seconds=60)
+
+
+class FilterError(ValueError):
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter
+        self.message = message
+
+
+def intent_type(record: Mapping[str, Any]) -> str | None:
+    """The record's intent: what the agent declared, else what its tool variant implies (a call rejected
+    before its intent parsed still counts as the kind of call it was made through)."""
+    metadata = record.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    intent = metadata.get("intent")
+    if isinstance(intent, Mapping):
+        declared = intent.get("operation_type")
+        if declared in INTENT_TYPES:
+            return str(declared)
+    variant = metadata.get("tool_variant")
+    return VARIANT_INTENTS.get(variant) if isinstance(variant, str) else None
+
+
+def parse_time(value: str, now: datetime | None = None) -> datetime:
+    """RFC 3339 (`2026-11-21T10:00:00Z`, a date alone) or an age: `90s`, `15m`, `2h`, `7d`."""
+    text = value.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", text)
+    if match:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
+        return (now or datetime.now(UTC)) - timedelta(**{unit: float(match.group(1))})
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise FilterError(
+            "since",
+            f"{value!r} is neither a time (2026-11-21T10:00:00Z, 2026-11-21) nor an age (30s, 15m, 2h, 7d)",
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()  # a time without zone is the person's local time
+    return parsed.astimezone(UTC)
+
+
+def record_time(record: Mapping[str, Any]) -> datetime | None:
+    stamp = record.get("timestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    intent_type: str | None = None
+    status: str | None = None
+    server: str | None = None
+    tool: str | None = None
+    type: str | None = None
+    since: datetime | None = None
+
+    def matches(self, record: Mapping[str, Any]) -> bool:
+        if self.intent_type is not None and intent_type(record) != self.intent_type:
+            return False
+        if self.status is not None and record.get("status") != self.status:
+            return False
+        if self.server is not None and record.get("server") != self.server:
+            return False
+        if self.tool is not None and record.get("tool") != self.tool:
+            return False
+        if self.type is not None and record.get("type", "tool_call") != self.type:
+            return False
+        if self.since is not None:
+            when = record_time(record)
+            if when is None or when < self.since:
+                return False
+        return True
+
+    def needle(self) -> bytes | None:
+        """Bytes that the line of every matching record contains, to skip the others without parsing them.
+
+        Rare values first (a server or tool name), then the intent: both "destructive" as an operation_type
+        and "call_tool_destructive" as a variant contain the word.
+        """
+        for value in (self.tool, self.server, self.intent_type, self.status, self.type):
+            if value is not None and value.isascii() and '"' not in value and "\\" not in value:
+                return value.encode("ascii")
+        return None
+
+    def is_past(self, record: Mapping[str, Any]) -> bool:
+        """Newest-first scans stop here: every record from now on is older than `since`."""
+        if self.since is None:
+            return False
+        when = record_time(record)
+        return when is not None and when < self.since - ORDER_SLACK
+
+
+def _choice(parameter: str, value: str | None, valid: Iterable[str]) -> str | None:
+    if value is None or value == "":
+        return None
+    options = tuple(valid)
+    if value not in options:
+        raise FilterError(parameter, f"{value!r} is not valid; use one of: {', '.join(options)}")
+    return value
+
+
+FILTER_PARAMETERS = ("intent_type", "status", "server", "tool", "type", "since")
+
+
+def parse_filter(params: Mapping[str, str | None], now: datetime | None = None) -> RecordFilter:
+    since = params.get("since")
+    return RecordFilter(
+        intent_type=_choice("intent_type", params.get("intent_type"), INTENT_TYPES),
+        status=_choice("status", params.get("status"), STATUSES),
+        server=params.get("server") or None,
+        tool=params.get("tool") or None,
+        type=_choice("type", params.get("type"), RECORD_TYPES),
+        since=parse_time(since, now) if since else None,
+    )
+
+
+def parse_limit(value: str | int | None, default: int = DEFAULT_LIMIT, maximum: int = MAX_LIMIT) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        limit = int(value)
+    except (TypeError, ValueError):
+        raise FilterError("limit", f"{value!r} is not a whole number; use 1 to {maximum}") from None
+    if not 1 <= limit <= maximum:
+        raise FilterError("limit", f"{limit} is out of range; use 1 to {maximum}")
+    return limit
+
+
+def matching_newest_first(path: Path, flt: RecordFilter) -> Iterator[Record]:
+    for record in records_newest_first(path, flt.needle()):
+        if flt.is_past(record):
+            return
+        if flt.matches(record):
+            yield record
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    records: list[Record]  # newest first
+    next_cursor: str | None  # pass back as `cursor` for the next, older page
+
+
+def select(path: Path, flt: RecordFilter, limit: int | None, cursor: str | None = None) -> Page:
+    """The newest `limit` matching records (all of them when None), older than the record named by `cursor`.
+
+    The cursor is the id of the last record of the previous page, found again by identity: ids sort by time,
+    but two processes writing in the same millisecond can put them a hair out of file order.
+    """
+    records: list[Record] = []
+    seen_cursor = cursor is None
+    cursor_time = _id_time(cursor) if cursor else None
+    for record in matching_newest_first(path, flt):
+        if not seen_cursor:
+            if record.get("id") == cursor:
+                seen_cursor = True
+                continue
+            # The cursor's record is gone (rotated away): go on from where it would have been.
+            record_id = record.get("id")
+            if not (
+                isinstance(record_id, str)
+                and cursor_time is not None
+                and (_id_time(record_id) or 0) < cursor_time - ORDER_SLACK.total_seconds() * 1000
+            ):
+                continue
+            seen_cursor = True
+        records.append(record)
+        if limit is not None and len(records) > limit:
+            break
+    more = limit is not None and len(records) > limit
+    records = records[:limit] if limit is not None else records
+    last_id = records[-1].get("id") if records else None
+    return Page(records, str(last_id) if more and last_id is not None else None)
+
+
+_CROCKFORD = {c: i for i, c in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
+
+
+def _id_time(record_id: str) -> int | None:
+    """Milliseconds since the epoch encoded in a ULID, or None for an id of another shape."""
+    if len(record_id) != 26:
+        return None
+    value = 0
+    for char in record_id[:10].upper():
+        digit = _CROCKFORD.get(char)
+        if digit is None:
+            return None
+        value = value * 32 + digit
+    return value
+
+
+def validate_cursor(cursor: str | None) -> str | None:
+    if cursor is None or cursor == "":
+        return None
+    if _id_time(cursor) is None:
+        raise FilterError("cursor", "not a cursor this endpoint returned (expected a record id)")
+    return cursor
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    total: int
+    by_intent: dict[str, int]
+    by_status: dict[str, int]
+    by_server: dict[str, int]
+    by_type: dict[str, int]
+    first: str | None
+    last: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "by_intent": self.by_intent,
+            "by_status": self.by_status,
+            "by_server": self.by_server,
+            "by_type": self.by_type,
+            "first": self.first,
+            "last": self.last,
+        }
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> Summary:
+    intents: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    servers: Counter[str] = Counter()
+    types: Counter[str] = Counter()
+    total = 0
+    first: str | None = None
+    last: str | None = None
+    for record in records:
+        total += 1
+        kind = str(record.get("type", "tool_call"))
+        types[kind] += 1
+        if kind == "tool_call":
+            intents[intent_type(record) or "unknown"] += 1
+            statuses[str(record.get("status") or "unknown")] += 1
+        if record.get("server"):
+            servers[str(record["server"])] += 1
+        stamp = record.get("timestamp")
+        if isinstance(stamp, str):
+            first = stamp if first is None or stamp < first else first
+            last = stamp if last is None or stamp > last else last
+    return Summary(
+        total,
+        {k: intents[k] for k in (*INTENT_TYPES, "unknown") if intents[k]},
+        {k: v for k, v in statuses.most_common()},
+        {k: v for k, v in servers.most_common()},
+        {k: v for k, v in types.most_common()},
+        first,
+        last,
+    )

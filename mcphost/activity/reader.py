@@ -1,0 +1,299 @@
+"""Reading the activity log as plain dicts: from the end, across rotated files, and following it live.
+
+Plain dicts, not the pydantic model: a record written by an older or newer mcphost (unknown fields, missing
+optional ones) is shown as it is, and `mcphost log tail` starts without importing pydantic.
+
+A line is a record when it ends in a newline and holds a JSON object. Anything else (the partial last line of
+a writer killed mid-write, a line a person mangled) is skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Record = dict[str, Any]
+BLOCK = 1 << 20
+
+
+def rotated_path(path: Path, n: int) -> Path:
+    return path.with_name(f"{path.name}.{n}")
+
+
+def log_files(path: Path) -> list[Path]:
+    """The live file and its rotations that exist, newest first."""
+    pattern = re.compile(re.escape(path.name) + r"\.(\d+)")
+    rotated: list[tuple[int, Path]] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(path.parent):
+            match = pattern.fullmatch(entry.name)
+            if match:
+                rotated.append((int(match.group(1)), Path(entry.path)))
+    files = [path] if path.exists() else []
+    return files + [p for _, p in sorted(rotated)]
+
+
+def parse_line(line: bytes) -> Record | None:
+    try:
+        value = json.loads(line)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError both
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _lines_newest_first(fd: int, end: int, needle: bytes | None) -> Iterator[bytes]:
+    """Complete lines of the file before offset `end`, last first. A block without the needle is skipped whole."""
+    carry = b""
+    position = end
+    first = True
+    while position > 0:
+        start = max(0, position - BLOCK)
+        block = os.pread(fd, position - start, start)
+        position = start
+        buffer = block + carry
+        if first:
+            # Bytes after the last newline are a line still being written, or one torn by a crash.
+            cut = buffer.rfind(b"\n")
+            buffer = buffer[: cut + 1] if cut >= 0 else b""
+            first = False
+        if start > 0:
+            cut = buffer.find(b"\n")
+            if cut < 0:
+                carry = buffer
+                continue
+            carry, buffer = buffer[: cut + 1], buffer[cut + 1 :]
+        else:
+            carry = b""
+        if needle is not None and needle not in buffer:
+            continue
+        lines = buffer.split(b"\n")
+        for line in reversed(lines):
+            if line and (needle is None or needle in line):
+                yield line
+
+
+def records_newest_first(path: Path, needle: bytes | None = None) -> Iterator[Record]:
+    """Every record, newest first: the live file from its end, then activity.jsonl.1, .2, ...
+
+    `needle`: bytes every wanted record's line contains; lines without it are not even parsed.
+    """
+    for file in log_files(path):
+        try:
+            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # rotated away between listing and opening
+        try:
+            end = os.fstat(fd).st_size
+            for line in _lines_newest_first(fd, end, needle):
+                record = parse_line(line)
+                if record is not None:
+                    yield record
+        finally:
+            os.close(fd)
+
+
+@dataclass(slots=True)
+class Position:
+    """Where a reader stopped in the live file: the next byte of the file with this identity."""
+
+    dev: int
+    ino: int
+    offset: int
+
+
+def tail(
+    path: Path, n: int, keep: Callable[[Record], bool], needle: bytes | None = None
+) -> tuple[list[Record], Position | None]:
+    """The last `n` records that `keep` accepts, oldest first, and the position a follower resumes from."""
+    position: Position | None = None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None
+    found: list[Record] = []
+    if fd is not None:
+        try:
+            stat = os.fstat(fd)
+            end = stat.st_size
+            # A follower starts after the last complete line: a partial one is finished by its writer later.
+            last_newline = _last_newline(fd, end)
+            position = Position(stat.st_dev, stat.st_ino, last_newline)
+            if n > 0:
+                for line in _lines_newest_first(fd, last_newline, needle):
+                    record = parse_line(line)
+                    if record is not None and keep(record):
+                        found.append(record)
+                        if len(found) >= n:
+                            break
+        finally:
+            os.close(fd)
+    if len(found) < n:
+        for record in _older_files_newest_first(path, position, needle):
+            if keep(record):
+                found.append(record)
+                if len(found) >= n:
+                    break
+    found.reverse()
+    return found, position
+
+
+def _older_files_newest_first(path: Path, position: Position | None, needle: bytes | None) -> Iterator[Record]:
+    for file in log_files(path):
+        if file == path:
+            continue
+        try:
+            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            stat = os.fstat(fd)
+            if position is not None and (stat.st_dev, stat.st_ino) == (position.dev, position.ino):
+                continue  # rotated since we read it as the live file
+            for line in _lines_newest_first(fd, stat.st_size, needle):
+                record = parse_line(line)
+                if record is not None:
+                    yield record
+        finally:
+            os.close(fd)
+
+
+def _last_newline(fd: int, end: int) -> int:
+    """Offset just past the file's last newline before `end` (0 when there is none)."""
+    position = end
+    while position > 0:
+        start = max(0, position - 65536)
+        cut = os.pread(fd, position - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        position = start
+    return 0
+
+
+class Follower:
+    """Yields each record appended after a position exactly once, across rotations of the live file.
+
+    Rotation renames the live file to `.1` and starts a new one; when the path names another file, the follower
+    finishes the one it has open, then reads the files rotated after it (a fast writer may have rotated more
+    than once between two polls), then the new live file from its start.
+    """
+
+    def __init__(self, path: Path, position: Position | None) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._offset = 0
+        self._partial = b""
+        if position is not None:
+            self._attach(position)
+
+    def _attach(self, position: Position) -> None:
+        # Usually the live file; when it rotated between the tail and now, one of the rotated ones.
+        for file in log_files(self.path):
+            try:
+                fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            stat = os.fstat(fd)
+            if (stat.st_dev, stat.st_ino) == (position.dev, position.ino):
+                self._fd, self._ident, self._offset = fd, (stat.st_dev, stat.st_ino), position.offset
+                return
+            os.close(fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def poll(self) -> list[Record]:
+        """What was appended since the last poll, oldest first; never blocks."""
+        out: list[Record] = []
+        for _ in range(1000):  # bounded: each pass either finishes a rotated file or stops
+            if self._fd is None and not self._open_live():
+                return out
+            out.extend(self._read_new())
+            successor = self._successor()
+            if successor is None:
+                return out
+            # The path names a newer file: ours is finished (writers never write to a rotated file).
+            out.extend(self._read_new())
+            self._partial = b""  # a line torn by a crash in a rotated file will never be finished
+            assert self._fd is not None
+            os.close(self._fd)
+            self._fd, self._ident, self._offset = successor[0], successor[1], 0
+        return out
+
+    def _open_live(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        stat = os.fstat(fd)
+        self._fd, self._ident, self._offset, self._partial = fd, (stat.st_dev, stat.st_ino), 0, b""
+        return True
+
+    def _read_new(self) -> list[Record]:
+        assert self._fd is not None
+        out: list[Record] = []
+        while True:
+            chunk = os.pread(self._fd, BLOCK, self._offset)
+            if not chunk:
+                return out
+            self._offset += len(chunk)
+            data = self._partial + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self._partial = data
+                continue
+            self._partial = data[cut + 1 :]
+            for line in data[:cut].split(b"\n"):
+                record = parse_line(line) if line else None
+                if record is not None:
+                    out.append(record)
+
+    def _successor(self) -> tuple[int, tuple[int, int]] | None:
+        """The file written after ours, opened, when ours is no longer the live one; else None."""
+        try:
+            live = self.path.stat()
+        except FileNotFoundError:
+            return None  # between a rotation's rename and the new file: look again next poll
+        if (live.st_dev, live.st_ino) == self._ident:
+            return None
+        # Ours is now activity.jsonl.N; the one written after it is .N-1, or the live file when N is 1.
+        for _ in range(10):
+            n = self._rotated_index()
+            if n is None:
+                return self._open_checked(self.path)  # ours was deleted by retention: go on with the live file
+            following = self._open_checked(rotated_path(self.path, n - 1) if n > 1 else self.path)
+            if self._rotated_index() == n:  # no rotation in between: `following` really comes after ours
+                return following
+            if following is not None:
+                os.close(following[0])
+        return None
+
+    def _rotated_index(self) -> int | None:
+        # Not a walk from .1 that stops at the first gap: mid-rotation, .1 is briefly missing.
+        for file in log_files(self.path):
+            if file == self.path:
+                continue
+            try:
+                stat = file.stat()
+            except FileNotFoundError:
+                continue
+            if (stat.st_dev, stat.st_ino) == self._ident:
+                return int(file.name.rsplit(".", 1)[1])
+        return None
+
+    @staticmethod
+    def _open_checked(path: Path) -> tuple[int, tuple[int, int]] | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        stat = os.fstat(fd)
+        return fd, (stat.st_dev, stat.st_ino)

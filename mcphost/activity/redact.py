@@ -1,0 +1,406 @@
+"""Scrub credentials out of tool-call arguments and response previews before they reach the activity log.
+
+Two independent nets, both applied by `redact`:
+
+1. By key (`is_secret_key`). The value under a key that names a credential becomes `REDACTED`, whatever its
+   type (a dict or list under such a key is replaced whole); `None` and booleans are kept, since they say
+   only whether something is set. The rule:
+
+   * The key is split into lowercase words at `_`, `-`, `.`, spaces and camelCase humps ("OAuth" stays one
+     word, so `OAuthProvider` is `oauth provider`).
+   * A *secret term* is any word, or any two adjacent words joined, in `_SECRET_TERMS`: token, password,
+     passwd, pwd, passphrase, passcode, secret(s), auth, authorization, cookie(s), credential(s), creds, jwt,
+     bearer, otp, totp, and compounds such as api+key, private+key, access+key, secret+key, client+secret,
+     access/refresh/id/session+token, signing/encryption+key, pin+code, set+cookie, pass+word.
+   * A key with a secret term is a secret key unless it is *metadata about* the secret:
+     - a qualifier word (`_QUALIFIERS`: count, limit, length, size, ttl, expires, expiry, type, kind, format,
+       url, uri, endpoint, path, file, env, name, hint, provider, policy, version, ...) follows the last
+       secret term: `token_count`, `token_type`, `auth_url`, `password_min_length`, `secret_name`; or
+     - the key starts with max / min / num: `max_token`, `num_tokens`; or
+     - "token" follows page / next / continuation / cursor / sync / progress / cancellation, which makes it
+       a pagination or protocol handle rather than a credential: `nextPageToken`, `progressToken`.
+   * Words are matched whole, so `author`, `authority`, `oauth_provider`, `keyboard`, `monkey` never match.
+   * Not secret terms, on purpose:
+     - `tokens` (plural): nearly always a count of model tokens (`max_tokens`, `tokens_used`,
+       `prompt_tokens`); credential lists are spelled `access_tokens`, `api_tokens`, ... and those compounds
+       are secret terms.
+     - `key` alone: in tool arguments it is far more often a lookup key (a kv store, cache, S3 object, sort
+       or i18n key) than a key; redacting it would gut the log. Real keys in a recognisable format are still
+       caught by `redact_text`, and a user can add `key` through `extra_keys`. `key_id` is not secret either.
+     - `pin` alone: usually "pin a message / version" (`pin: "v1.2"`); `pin_code` / `pincode` are secret.
+     - `session`, `signature`, `hash`: too often ordinary data in tool schemas.
+   * Identifiers are not exempted: `token_id`, `access_key_id`, `secret_id` (Vault's secret_id *is* a
+     credential) are redacted; a false positive costs a little context, a false negative leaks a secret.
+   * `extra_keys` are user-configured exact names, compared after lowercasing and removing `-` and `_` from
+     both sides (`X-Tenant-Key` matches `x_tenant_key` and `xTenantKey`); they override every rule above.
+
+2. By value (`redact_text`). Every string value, wherever it sits, is scanned for well-known credential
+   formats, each replaced in place by `[REDACTED:<kind>]`. Kinds: private_key (PEM / OpenSSH / PGP blocks;
+   without the END line, as in a truncated preview, to the end of the text), jwt, github, gitlab, slack,
+   slack_webhook, aws_access_key, google_api_key, anthropic, openrouter, openai (sk-, sk-proj-, ...), stripe,
+   npm, huggingface, sendgrid, bearer and basic_auth (the scheme word is kept), url_password (the user name
+   is kept), and assignment: `key=value`, `key: value` or `"key": "value"` inside text when the key passes
+   the built-in key rule (not `extra_keys`), which covers .env files, query strings and JSON text in
+   response previews. A credential after `Bearer` or in a URL that is itself a known format is named by that
+   format (`Bearer [REDACTED:jwt]`). Patterns start at a word boundary and need a distinctive prefix or
+   shape and a minimum length, so ids, shas, UUIDs, slugs and ordinary base64 pass through; "bearer" and
+   "basic" in prose are left alone unless followed by something shaped like a token / base64 `user:pass`.
+
+Dict keys themselves are never rewritten. Everything is a pure function; regexes are compiled at import.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["REDACTED", "is_secret_key", "redact", "redact_text"]
+
+REDACTED = "[REDACTED]"
+
+# ---------------------------------------------------------------------------------------------- keys
+
+_SECRET_TERMS = frozenset(
+    {
+        "token",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "sessiontoken",
+        "authtoken",
+        "accesstokens",
+        "refreshtokens",
+        "apitokens",
+        "sessiontokens",
+        "password",
+        "passwords",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "passcode",
+        "secret",
+        "secrets",
+        "clientsecret",
+        "apikey",
+        "apikeys",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "signingkey",
+        "encryptionkey",
+        "authorization",
+        "auth",
+        "cookie",
+        "cookies",
+        "setcookie",
+        "credential",
+        "credentials",
+        "creds",
+        "jwt",
+        "bearer",
+        "otp",
+        "totp",
+        "pincode",
+        "mfacode",
+    }
+)
+
+# Words that, after the last secret term, make the key describe the secret instead of holding it.
+_QUALIFIERS = frozenset(
+    {
+        "count",
+        "counts",
+        "limit",
+        "limits",
+        "max",
+        "min",
+        "length",
+        "len",
+        "size",
+        "index",
+        "offset",
+        "ttl",
+        "expires",
+        "expiry",
+        "expiration",
+        "lifetime",
+        "age",
+        "at",
+        "type",
+        "kind",
+        "format",
+        "scheme",
+        "method",
+        "mode",
+        "url",
+        "uri",
+        "endpoint",
+        "domain",
+        "path",
+        "file",
+        "dir",
+        "env",
+        "var",
+        "name",
+        "label",
+        "description",
+        "hint",
+        "provider",
+        "policy",
+        "strength",
+        "required",
+        "enabled",
+        "used",
+        "usage",
+        "budget",
+        "remaining",
+        "ref",
+        "arn",
+        "version",
+        "status",
+        "error",
+        "command",
+        "cmd",
+    }
+)
+_LEADING_QUALIFIERS = frozenset({"max", "min", "num"})
+# "token" right after one of these is a cursor or protocol handle, not a credential.
+_HANDLE_TOKEN_PREFIXES = frozenset({"page", "next", "continuation", "cursor", "sync", "progress", "cancellation"})
+
+_NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def _words(key: str) -> list[str]:
+    words: list[str] = []
+    for chunk in _NON_ALNUM.split(key):
+        if chunk:
+            words.extend(w.lower() for w in _CAMEL_WORD.findall(chunk.replace("OAuth", "Oauth")))
+    return words
+
+
+def _normalize(key: str) -> str:
+    return key.lower().replace("-", "").replace("_", "")
+
+
+@lru_cache(maxsize=4096)
+def _is_secret_by_words(key: str) -> bool:
+    words = _words(key)
+    last_end = -1
+    for i, word in enumerate(words):
+        if word in _SECRET_TERMS and not (word == "token" and i > 0 and words[i - 1] in _HANDLE_TOKEN_PREFIXES):
+            last_end = i
+        if i + 1 < len(words) and word + words[i + 1] in _SECRET_TERMS:
+            last_end = i + 1
+    if last_end < 0 or words[0] in _LEADING_QUALIFIERS:
+        return False
+    return not any(word in _QUALIFIERS for word in words[last_end + 1 :])
+
+
+def _is_secret(key: str, extra: frozenset[str]) -> bool:
+    return (bool(extra) and _normalize(key) in extra) or _is_secret_by_words(key)
+
+
+def _extra_set(extra_keys: Iterable[str]) -> frozenset[str]:
+    if isinstance(extra_keys, str):  # a lone string would otherwise be taken as its characters
+        extra_keys = (extra_keys,)
+    return frozenset(_normalize(k) for k in extra_keys)
+
+
+def is_secret_key(key: str, extra_keys: Iterable[str] = ()) -> bool:
+    """True when a mapping key names a credential (the rule is in the module docstring)."""
+    return _is_secret(key, _extra_set(extra_keys))
+
+
+# ---------------------------------------------------------------------------------------------- values
+
+_B64URL = r"A-Za-z0-9_\-"
+
+
+def _fmt(kind: str, needles: tuple[str, ...], pattern: str) -> tuple[str, tuple[str, ...], re.Pattern[str]]:
+    return kind, needles, re.compile(pattern)
+
+
+# (kind, needles, pattern). A pattern only runs on text containing one of its needles (a plain `in` test
+# is far cheaper than any regex scan), and they run in this order, so a more specific format claims its
+# text first and later ones skip what is already a marker.
+_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    _fmt(
+        "private_key",
+        ("PRIVATE KEY",),
+        # To the END line, or (a truncated preview) to the end of the text.
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
+    ),
+    _fmt("jwt", ("eyJ",), rf"\beyJ[{_B64URL}]{{8,}}\.[{_B64URL}]{{8,}}\.[{_B64URL}]*"),
+    _fmt(
+        "github",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+    ),
+    _fmt(
+        "gitlab",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-"),
+        rf"\bgl(?:pat|dt|rt|ptt|soat)-[{_B64URL}]{{20,}}",
+    ),
+    _fmt("slack", ("xox", "xapp-"), r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]{10,}"),
+    _fmt("slack_webhook", ("hooks.slack.com",), r"\bhttps://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}"),
+    _fmt("aws_access_key", ("AKIA", "ASIA"), r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    _fmt("google_api_key", ("AIza",), rf"\bAIza[{_B64URL}]{{35}}(?![{_B64URL}])"),
+    _fmt("anthropic", ("sk-ant-",), rf"\bsk-ant-[{_B64URL}]{{20,}}"),
+    _fmt("openrouter", ("sk-or-",), r"\bsk-or-v1-[A-Za-z0-9]{20,}"),
+    # sk-proj-/sk-svcacct-/sk-admin- bodies carry - and _; a bare sk- key must open with 20 alphanumerics,
+    # so a slug like "sk-learn-tutorial-for-beginners" is left alone.
+    _fmt("openai", ("sk-",), rf"\bsk-(?:(?:proj|svcacct|admin)-[{_B64URL}]{{20,}}|[A-Za-z0-9]{{20,}}[{_B64URL}]*)"),
+    _fmt(
+        "stripe",
+        ("k_live_", "k_test_", "whsec_"),
+        r"\b(?:[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9+/=]{24,})",
+    ),
+    _fmt("npm", ("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b"),
+    _fmt("huggingface", ("hf_",), r"\bhf_[A-Za-z]{30,}\b"),
+    _fmt("sendgrid", ("SG.",), rf"\bSG\.[{_B64URL}]{{16,}}\.[{_B64URL}]{{16,}}"),
+    # The scheme word is kept; the callback checks the credential looks like one (see _replace).
+    _fmt("bearer", ("earer",), r"\b(?P<scheme>[Bb]earer\s+)(?P<credential>[A-Za-z0-9._~+/\-]{8,}=*)"),
+    _fmt("basic_auth", ("asic",), r"\b(?P<scheme>[Bb]asic\s+)(?P<credential>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])"),
+    # scheme://user:password@ -- the user name is kept; the password runs to the last @ of the authority.
+    _fmt("url_password", ("@",), r"(?P<scheme>://[^\s:/?#@\"'<>\[\]]*:)(?P<credential>[^\s/?#\"'<>]+)@"),
+)
+
+# key=value, key: value, "key": "value" -- found from the separator; the key is read backwards (_KEY_BEFORE
+# runs on the reversed text before the separator: optional blanks, an optional closing quote, the key).
+_ASSIGNMENT_RE = re.compile(
+    r"[:=][ \t]*"
+    r"(?P<scheme>(?i:bearer|basic|token)[ \t]+)?"  # Authorization: Bearer <credential>
+    r"(?P<value>\[REDACTED[^\]]*\]|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;<>\[\]{}()=?]+)"
+)
+_KEY_BEFORE = re.compile(r"[ \t]*[\"']?(?P<key>[A-Za-z0-9_.\-]{1,128})")
+_MAX_KEY = 128
+
+
+def _marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _format_of(credential: str) -> str | None:
+    """The kind of a credential found after `Bearer` or in a URL, when it is a known format by itself."""
+    for kind, _, rx in _FORMATS:
+        if kind not in _REPLACERS and rx.fullmatch(credential):  # the others need text around the credential
+            return kind
+    return None
+
+
+def _looks_like_token(text: str) -> bool:
+    """Prose after "bearer" ("the bearer instrument") is a plain word; a token has digits or mixed case."""
+    return any(c.isdigit() for c in text) or (any(c.isupper() for c in text) and any(c.islower() for c in text))
+
+
+def _is_basic_credential(text: str) -> bool:
+    try:
+        return b":" in base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _replace_bearer(match: re.Match[str]) -> str:
+    credential = match["credential"]
+    if not _looks_like_token(credential):
+        return match[0]
+    return match["scheme"] + _marker(_format_of(credential) or "bearer")
+
+
+def _replace_basic(match: re.Match[str]) -> str:
+    if not _is_basic_credential(match["credential"]):
+        return match[0]
+    return match["scheme"] + _marker("basic_auth")
+
+
+def _replace_url_password(match: re.Match[str]) -> str:
+    credential = match["credential"]
+    if credential.startswith("[REDACTED"):
+        return match[0]
+    return match["scheme"] + _marker(_format_of(credential) or "url_password") + "@"
+
+
+_REPLACERS: dict[str, Callable[[re.Match[str]], str]] = {
+    "bearer": _replace_bearer,
+    "basic_auth": _replace_basic,
+    "url_password": _replace_url_password,
+}
+_MARKERS = {kind: _marker(kind) for kind in [*(kind for kind, _, _ in _FORMATS), "assignment"]}
+
+
+def _replace_assignment(match: re.Match[str]) -> str:
+    value = match["value"]
+    if value.startswith("[REDACTED"):
+        return match[0]
+    text, start = match.string, match.start()
+    key_match = _KEY_BEFORE.match(text[max(0, start - _MAX_KEY - 8) : start][::-1])
+    if key_match is None or not _is_secret_by_words(key_match["key"][::-1]):
+        return match[0]
+    quote = value[0] if value[0] in "\"'" else ""
+    return text[start : match.start("value")] + quote + _MARKERS["assignment"] + quote
+
+
+def _gates() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """Needles grouped under a cheap first test: their first `_`, `-` or `.`, else the needle itself."""
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for index, (_, needles, _) in enumerate(_FORMATS):
+        for needle in needles:
+            gate = next((c for c in needle if c in "_-."), needle)
+            groups.setdefault(gate, []).append((needle, index))
+    return tuple((gate, tuple(entries)) for gate, entries in groups.items())
+
+
+_GATES = _gates()
+
+
+def redact_text(text: str) -> str:
+    """Replace substrings that look like well-known credential formats with "[REDACTED:<kind>]"."""
+    hits = 0  # bit i: format i has a needle in the text
+    for gate, entries in _GATES:
+        if gate in text:
+            for needle, index in entries:
+                if needle in text:
+                    hits |= 1 << index
+    if hits:
+        for index, (kind, _, rx) in enumerate(_FORMATS):
+            if hits >> index & 1:
+                replacer = _REPLACERS.get(kind)
+                text = rx.sub(replacer, text) if replacer else rx.sub(_MARKERS[kind], text)
+    if ":" in text or "=" in text:
+        text = _ASSIGNMENT_RE.sub(_replace_assignment, text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------- structures
+
+
+def _redact(value: Any, extra: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if isinstance(k, str) and v is not None and not isinstance(v, bool) and _is_secret(k, extra):
+                out[k] = REDACTED
+            else:
+                out[k] = _redact(v, extra)
+        return out
+    if isinstance(value, list):
+        return [_redact(v, extra) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_redact(v, extra) for v in value)
+    return value  # numbers, bools, None: immutable, shared as-is
+
+
+def redact(value: Any, extra_keys: Iterable[str] = ()) -> Any:
+    """A deep copy of a JSON-like value (dict/list/str/number/bool/None) with secrets replaced.
+
+    The value under a secret key becomes REDACTED, whatever its type, except None and bool which are kept;
+    every string value anywhere goes through redact_text. Dict keys are copied unchanged.
+    """
+    return _redact(value, _extra_set(extra_keys))

@@ -1,0 +1,63 @@
+"""Flags shared by the commands that read the activity log, parsed by the same core as the REST endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from mcphost.activity.query import INTENT_TYPES, RECORD_TYPES, STATUSES, FilterError, RecordFilter, parse_filter
+from mcphost.paths import activity_log_path
+
+FLAG_FOR = {
+    "intent_type": "--intent-type",
+    "status": "--status",
+    "server": "--server",
+    "tool": "--tool",
+    "type": "--type",
+    "since": "--since",
+    "limit": "--limit",
+    "cursor": "--cursor",
+}
+
+
+def add_filter_flags(parser: argparse.ArgumentParser, *, since: bool = True) -> None:
+    parser.add_argument("--intent-type", metavar="T", help=f"only {' | '.join(INTENT_TYPES)} calls")
+    parser.add_argument("--status", metavar="S", help=f"only records with status {' | '.join(STATUSES)}")
+    parser.add_argument("--server", metavar="NAME", help="only this upstream server")
+    parser.add_argument("--tool", metavar="NAME", help="only this tool (its name without the server)")
+    parser.add_argument("--type", metavar="TYPE", help=f"only this record type: {' | '.join(RECORD_TYPES)}")
+    if since:
+        parser.add_argument("--since", metavar="TIME", help="only records since a time (RFC 3339) or age (15m, 2h, 7d)")
+    parser.add_argument("--file", metavar="PATH", help="read this log instead of <data dir>/activity.jsonl")
+
+
+def usage_error(message: str) -> NoReturn:
+    print(f"mcphost: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def filter_from(args: argparse.Namespace) -> RecordFilter:
+    try:
+        return parse_filter(
+            {
+                "intent_type": args.intent_type,
+                "status": args.status,
+                "server": args.server,
+                "tool": args.tool,
+                "type": args.type,
+                "since": getattr(args, "since", None),
+            }
+        )
+    except FilterError as exc:
+        usage_error(f"{FLAG_FOR.get(exc.parameter, exc.parameter)}: {exc.message}")
+
+
+def log_path(args: argparse.Namespace) -> Path:
+    return Path(args.file).expanduser() if args.file else activity_log_path()
+
+
+def ascii_only() -> bool:
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    return encoding != "utf8"

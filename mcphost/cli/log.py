@@ -1,0 +1,61 @@
+"""`mcphost log tail`: the last records of the activity log, and (-f) the ones that follow, as they happen."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from mcphost.activity import display
+from mcphost.activity.reader import Follower, Record, tail
+from mcphost.cli.filters import add_filter_flags, ascii_only, filter_from, log_path, usage_error
+
+POLL_INTERVAL = 0.1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("log", parents=[parent], help="read the activity log")
+    actions = p.add_subparsers(dest="log_command", metavar="ACTION", required=True)
+    t = actions.add_parser("tail", parents=[parent], help="the last records, oldest first; -f follows new ones")
+    t.add_argument("-n", "--lines", type=int, default=20, metavar="N", help="how many records (default 20)")
+    t.add_argument("-f", "--follow", action="store_true", help="keep printing records as they are written")
+    add_filter_flags(t)
+    t.add_argument("-o", "--output", choices=("text", "json"), default="text", help="json: one record per line")
+    t.set_defaults(func=run_tail)
+
+
+def run_tail(args: argparse.Namespace) -> int:
+    if args.lines < 0:
+        usage_error(f"-n: {args.lines} is negative; give how many records to show (0: none, only follow)")
+    flt = filter_from(args)
+    path = log_path(args)
+    records, position = tail(path, args.lines, flt.matches, flt.needle())
+    plain = ascii_only()
+
+    def emit(record: Record) -> None:
+        if args.output == "json":
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(display.line(record, plain) + "\n")
+
+    for record in records:
+        emit(record)
+    sys.stdout.flush()
+    if not args.follow:
+        if not records and not path.exists():
+            print(f"mcphost: no activity yet ({path} does not exist)", file=sys.stderr)
+        return 0
+    follower = Follower(path, position)
+    try:
+        while True:
+            fresh = [r for r in follower.poll() if flt.matches(r)]
+            for record in fresh:
+                emit(record)
+            if fresh:
+                sys.stdout.flush()
+            time.sleep(POLL_INTERVAL)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        follower.close()

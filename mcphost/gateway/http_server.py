@@ -1,0 +1,64 @@
+"""Running the daemon's HTTP endpoint: uvicorn on a loopback socket, announced through the discovery file."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+from pathlib import Path
+from types import FrameType
+
+import anyio
+import uvicorn
+
+from mcphost import discovery
+from mcphost.daemon import Host
+from mcphost.gateway.http_app import build_http_app
+from mcphost.gateway.mcp_server import build_server
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after shutdown, which would skip our cleanup (discovery file, upstreams)."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def bind_loopback(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve_http(host: Host, sock: socket.socket, token: str, url: str) -> None:
+    port = sock.getsockname()[1]
+    app = build_http_app(build_server(host.gateway), token, port, activity_path=host.activity.path)
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    # A signal that lands before uvicorn installs its own handlers must still end us through cleanup.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, server.handle_exit)
+    announced: list[Path] = []
+
+    async def announce_when_listening() -> None:
+        # The discovery file promises a working endpoint, so it appears only once uvicorn has started.
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.01)
+        announced.append(discovery.write(url=url, token=token, config_path=str(host.loaded.path)))
+        print(f"mcphost: agent endpoint {url}", file=sys.stderr)
+        print(f"mcphost: bearer token in {announced[0]}", file=sys.stderr, flush=True)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(announce_when_listening)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            tg.cancel_scope.cancel()
+            for path in announced:
+                discovery.remove(path)
