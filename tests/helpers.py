@@ -68,6 +68,19 @@ class Sandbox:
         return [r for r in self.records() if r["type"] == "tool_call"]
 
 
+def mcphost(box: Sandbox, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the `mcphost` command as a person would, as this sandbox's user."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcphost", *args],
+        env={**os.environ, **box.env()},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
 @asynccontextmanager
 async def agent(box: Sandbox, *extra_args: str, mode: str = "auto") -> AsyncIterator[Client]:
     """An agent: the official SDK client driving `mcphost mcp` as a subprocess over stdio."""

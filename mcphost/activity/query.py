@@ -66,7 +66,10 @@ def parse_time(value: str, now: datetime | None = None) -> datetime:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", text)
     if match:
         unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
-        return (now or datetime.now(UTC)) - timedelta(**{unit: float(match.group(1))})
+        try:
+            return (now or datetime.now(UTC)) - timedelta(**{unit: float(match.group(1))})
+        except OverflowError:
+            raise _out_of_range(value) from None
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -74,9 +77,21 @@ def parse_time(value: str, now: datetime | None = None) -> datetime:
             "since",
             f"{value!r} is neither a time (2026-11-21T10:00:00Z, 2026-11-21) nor an age (30s, 15m, 2h, 7d)",
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.astimezone()  # a time without zone is the person's local time
-    return parsed.astimezone(UTC)
+    try:
+        if parsed.tzinfo is None:
+            parsed = parsed.astimezone()  # a time without zone is the person's local time
+        return parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise _out_of_range(value) from None
+
+
+def _out_of_range(value: str) -> FilterError:
+    # An age reaching back before year 1, or a time that leaves the calendar when moved to UTC.
+    return FilterError(
+        "since",
+        f"{value!r} is out of range; use a time between the years 1 and 9999 (2026-11-21T10:00:00Z) "
+        "or a shorter age (30s, 15m, 2h, 7d)",
+    )
 
 
 def record_time(record: Mapping[str, Any]) -> datetime | None:
@@ -132,7 +147,8 @@ class RecordFilter:
         if self.since is None:
             return False
         when = record_time(record)
-        return when is not None and when < self.since - ORDER_SLACK
+        # A difference, not `self.since - ORDER_SLACK`: that overflows for a `since` in the first minute of year 1.
+        return when is not None and self.since - when > ORDER_SLACK
 
 
 def _choice(parameter: str, value: str | None, valid: Iterable[str]) -> str | None:

@@ -39,6 +39,14 @@ def log_files(path: Path) -> list[Path]:
     return files + [p for _, p in sorted(rotated)]
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 def parse_line(line: bytes) -> Record | None:
     try:
         value = json.loads(line)
@@ -189,8 +197,12 @@ class Follower:
         self._ident: tuple[int, int] | None = None
         self._offset = 0
         self._partial = b""
+        # Files there before we started hold no new records; any other file is new and read from its start.
+        self._old: set[tuple[int, int]] = set()
         if position is not None:
             self._attach(position)
+        else:
+            self._old = {ident for ident in map(_identity, log_files(path)) if ident is not None}
 
     def _attach(self, position: Position) -> None:
         # Usually the live file; when it rotated between the tail and now, one of the rotated ones.
@@ -229,13 +241,19 @@ class Follower:
         return out
 
     def _open_live(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        stat = os.fstat(fd)
-        self._fd, self._ident, self._offset, self._partial = fd, (stat.st_dev, stat.st_ino), 0, b""
-        return True
+        """No file yet: take the oldest one that appeared since we started (a fast writer may have rotated)."""
+        for file in reversed(log_files(self.path)):
+            try:
+                fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            stat = os.fstat(fd)
+            if (stat.st_dev, stat.st_ino) in self._old:
+                os.close(fd)
+                continue
+            self._fd, self._ident, self._offset, self._partial = fd, (stat.st_dev, stat.st_ino), 0, b""
+            return True
+        return False
 
     def _read_new(self) -> list[Record]:
         assert self._fd is not None

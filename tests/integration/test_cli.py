@@ -3,24 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from tests.helpers import Sandbox
-
-
-def mcphost(box: Sandbox, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "mcphost", *args],
-        env={**os.environ, **box.env()},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+from tests.helpers import mcphost as mcphost
 
 
 def test_new_user_with_no_config_gets_the_todo_server(sandbox: Sandbox) -> None:

@@ -1,0 +1,366 @@
+"""The JSON documents mcphost publishes under `schemas/`, generated from the code so they cannot drift from it.
+
+`python -m mcphost.schemas` writes them to `schemas/` at the repository root; `python -m mcphost.schemas --check`
+exits 1 and names the stale files (tests/unit/test_schemas.py makes the same comparison). To publish another
+document (the config schema, the editor channel's payloads), write a function that builds it and add it to
+`DOCUMENTS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import BaseModel
+from pydantic.json_schema import DEFAULT_REF_TEMPLATE
+
+from mcphost.activity.query import DEFAULT_LIMIT, INTENT_TYPES, MAX_LIMIT, RECORD_TYPES, STATUSES
+from mcphost.activity.record import ActivityRecord
+from mcphost.gateway.activity_api import API_PATH, QUERY_PARAMETERS
+
+Document = dict[str, Any]
+
+ID_BASE = "https://mcphost.dev/schemas/"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+COMPONENT_REF = "#/components/schemas/{model}"
+
+RECORD_FILE = "activity-record.schema.json"
+ACTIVITY_API_FILE = "activity-api.openapi.json"
+
+OPEN_RECORDS = (
+    "Records are open: every object in a record may carry fields this schema does not name "
+    "(additionalProperties is true throughout), because records written by older or newer versions of mcphost "
+    "keep the fields they had. A reader keeps and shows what it does not know, and accepts `type` values "
+    "beyond those listed."
+)
+
+
+# ---- the activity record
+
+
+def _annotation_parts(annotation: Any) -> Iterator[Any]:
+    yield annotation
+    for arg in get_args(annotation):
+        yield from _annotation_parts(arg)
+
+
+def _models(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The model and every model nested in its fields, by the name pydantic gives their definitions."""
+    found = {model.__name__: model}
+    for field in model.model_fields.values():
+        for part in _annotation_parts(field.annotation):
+            if isinstance(part, type) and issubclass(part, BaseModel) and part.__name__ not in found:
+                found.update(_models(part))
+    return found
+
+
+def _always_written(model: type[BaseModel]) -> list[str]:
+    """Fields that are in every written record: `to_json_line` leaves out only None, so those that cannot be."""
+    return [
+        field.alias or name
+        for name, field in model.model_fields.items()
+        if type(None) not in set(_annotation_parts(field.annotation))
+    ]
+
+
+def _record_schema(ref_template: str) -> tuple[Document, dict[str, Document]]:
+    """The record's schema as pydantic gives it, plus `required` for the fields every record carries.
+
+    Returns the record's own schema and its nested definitions (Decision, RecordMetadata, ...).
+    """
+    schema = ActivityRecord.model_json_schema(mode="serialization", ref_template=ref_template)
+    definitions: dict[str, Document] = schema.pop("$defs", {})
+    models = _models(ActivityRecord)
+    for name, definition in [(ActivityRecord.__name__, schema), *definitions.items()]:
+        required = _always_written(models[name])
+        if required:
+            definition["required"] = required
+    schema["description"] = f"{schema['description']} {OPEN_RECORDS}"
+    return schema, definitions
+
+
+def activity_record_schema() -> Document:
+    schema, definitions = _record_schema(DEFAULT_REF_TEMPLATE)
+    document: Document = {
+        "$schema": DIALECT,
+        "$id": ID_BASE + RECORD_FILE,
+        "title": "mcphost activity record",
+        "description": (
+            "One line of activity.jsonl (<data dir>/activity.jsonl and its rotations activity.jsonl.1, .2, ...): "
+            "a tool call an agent made through mcphost, or an event of the host itself. The same objects are "
+            f"the `records` of GET {API_PATH}. {OPEN_RECORDS}"
+        ),
+    }
+    schema.pop("title", None)
+    schema.pop("description", None)
+    document.update(schema)
+    if definitions:
+        document["$defs"] = definitions
+    return document
+
+
+# ---- GET /api/v1/activity
+
+
+def _query_parameters() -> list[Document]:
+    """Every parameter the handler accepts, in its order; enums and limits come from the code that checks them."""
+    specs: dict[str, tuple[str, Document]] = {
+        "intent_type": (
+            "Only calls of this intent: the `metadata.intent.operation_type` the agent declared, or, for a call "
+            "rejected before its intent was understood, the one its tool variant implies "
+            "(call_tool_read: read, and so on).",
+            {"type": "string", "enum": list(INTENT_TYPES)},
+        ),
+        "status": ("Only records with this `status`.", {"type": "string", "enum": list(STATUSES)}),
+        "server": ("Only records of this upstream server (exact name).", {"type": "string"}),
+        "tool": ("Only records of this tool (exact name, without the `server:` prefix).", {"type": "string"}),
+        "type": (
+            "Only records of this `type` (a record without one is a tool_call).",
+            {"type": "string", "enum": list(RECORD_TYPES)},
+        ),
+        "since": (
+            "Only records written at or after this time: an RFC 3339 time (2026-11-21T10:00:00Z; a date alone, "
+            "or a time without an offset, is the daemon's local time), or an age before now: a number and "
+            "s, m, h, d or w (90s, 15m, 2h, 7d).",
+            {"type": "string", "examples": ["15m", "2h", "7d", "2026-11-21T10:00:00Z", "2026-11-21"]},
+        ),
+        "limit": (
+            f"Records per page, newest first (default {DEFAULT_LIMIT}, at most {MAX_LIMIT}).",
+            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+        ),
+        "cursor": (
+            "The `next_cursor` of the previous page: the page after it (older records), under the same "
+            "filters. Records written since the first page do not shift the pages that follow.",
+            {"type": "string"},
+        ),
+    }
+    if set(specs) != set(QUERY_PARAMETERS):
+        raise RuntimeError(
+            f"{API_PATH} accepts {sorted(QUERY_PARAMETERS)} but the OpenAPI document describes {sorted(specs)}"
+        )
+    return [
+        {"name": name, "in": "query", "required": False, "description": specs[name][0], "schema": specs[name][1]}
+        for name in QUERY_PARAMETERS
+    ]
+
+
+def _json(schema_name: str, description: str, **extra: Any) -> Document:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": COMPONENT_REF.format(model=schema_name)}}},
+        **extra,
+    }
+
+
+def activity_api_openapi() -> Document:
+    record, definitions = _record_schema(COMPONENT_REF)
+    own: dict[str, Document] = {
+        "ActivityPage": {
+            "type": "object",
+            "description": "One page of matching records, newest first.",
+            "required": ["records", "count", "next_cursor"],
+            "properties": {
+                "records": {
+                    "type": "array",
+                    "items": {"$ref": COMPONENT_REF.format(model=ActivityRecord.__name__)},
+                    "maxItems": MAX_LIMIT,
+                    "description": "Newest first.",
+                },
+                "count": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_LIMIT,
+                    "description": "How many records this page holds.",
+                },
+                "next_cursor": {
+                    "type": ["string", "null"],
+                    "description": "Pass back as `cursor` for the next, older page; null on the last page.",
+                },
+            },
+        },
+        "InvalidParameter": {
+            "type": "object",
+            "description": "A query parameter mcphost cannot use. Nothing was read.",
+            "required": ["error", "parameter", "message"],
+            "properties": {
+                "error": {"const": "invalid_parameter"},
+                "parameter": {
+                    "type": "string",
+                    "description": f"The parameter at fault: one of {', '.join(QUERY_PARAMETERS)}, "
+                    "or the unknown one that was sent.",
+                },
+                "message": {
+                    "type": "string",
+                    "description": "Starts with the parameter's name; says what is wrong and what is valid "
+                    "(the values of an enum, the range of limit, the forms of since).",
+                },
+            },
+        },
+        "Unauthorized": {
+            "type": "object",
+            "required": ["error", "message"],
+            "properties": {"error": {"const": "unauthorized"}, "message": {"type": "string"}},
+        },
+    }
+    schemas: dict[str, Document] = {ActivityRecord.__name__: record, **definitions}
+    clash = schemas.keys() & own.keys()
+    if clash:
+        raise RuntimeError(f"component names used twice: {sorted(clash)}")
+    schemas.update(own)
+    return {
+        "openapi": "3.1.0",
+        "jsonSchemaDialect": DIALECT,
+        "info": {
+            "title": "mcphost activity API",
+            "version": "1.0.0",
+            "description": (
+                "The activity log of a running mcphost daemon, for scripts and dashboards. The daemon listens on "
+                "127.0.0.1 only; its URL and bearer token are in its discovery file "
+                "(<runtime dir>/daemon-<pid>.json: `mcp.url`, `mcp.headers.Authorization`)."
+            ),
+        },
+        "servers": [
+            {
+                "url": "http://127.0.0.1:{port}",
+                "description": "The daemon on loopback.",
+                "variables": {
+                    "port": {
+                        "default": "0",
+                        "description": "The daemon's port: [daemon] port in config.toml, or, when that is 0, "
+                        "the port in the URL of its discovery file.",
+                    }
+                },
+            }
+        ],
+        "security": [{"bearerAuth": []}],
+        "paths": {
+            API_PATH: {
+                "get": {
+                    "operationId": "listActivity",
+                    "summary": "Activity records, newest first, filtered and paged",
+                    "description": (
+                        "The same records and filters as `mcphost activity list`. Filters combine with AND; an "
+                        "empty value is the same as leaving the parameter out. Each parameter may be given once; "
+                        "an unknown or repeated parameter, or a value out of range, is a 400 that names the "
+                        "parameter and lists what is valid."
+                    ),
+                    "parameters": _query_parameters(),
+                    "responses": {
+                        "200": _json("ActivityPage", "Matching records, newest first."),
+                        "400": _json("InvalidParameter", "A parameter is unknown, repeated, or has a bad value."),
+                        "401": _json(
+                            "Unauthorized",
+                            "No `Authorization: Bearer <token>` header, or the wrong token.",
+                            headers={"WWW-Authenticate": {"schema": {"type": "string"}}},
+                        ),
+                    },
+                }
+            }
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The daemon's token: fresh for every daemon unless MCPHOST_TOKEN sets it; "
+                    "read it from the discovery file.",
+                }
+            },
+        },
+    }
+
+
+def openapi_component_schema(document: Document, name: str) -> Document:
+    """A standalone JSON Schema for one component of an OpenAPI document, for a JSON Schema validator.
+
+    The `#/components/schemas/...` references inside it resolve against the copy of `components` it carries.
+    """
+    return {"$schema": DIALECT, "$ref": COMPONENT_REF.format(model=name), "components": document["components"]}
+
+
+# ---- the registry: file name under schemas/ -> the function that builds the document
+
+DOCUMENTS: dict[str, Callable[[], Document]] = {
+    RECORD_FILE: activity_record_schema,
+    ACTIVITY_API_FILE: activity_api_openapi,
+}
+
+
+def generate() -> dict[str, Document]:
+    return {name: build() for name, build in DOCUMENTS.items()}
+
+
+def render(document: Document) -> str:
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
+def schemas_dir() -> Path:
+    """`schemas/` at the root of the repository this package was imported from."""
+    return Path(__file__).resolve().parent.parent / "schemas"
+
+
+def stale_files(directory: Path) -> list[str]:
+    """What differs from `generate()`: each as `name: why`."""
+    stale: list[str] = []
+    expected = {name: render(document) for name, document in generate().items()}
+    for name, text in expected.items():
+        path = directory / name
+        if not path.exists():
+            stale.append(f"{name}: missing")
+        elif path.read_text(encoding="utf-8") != text:
+            stale.append(f"{name}: differs from the code")
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.json")):
+            if path.name not in expected:
+                stale.append(f"{path.name}: not generated by mcphost.schemas (delete it, or add it to DOCUMENTS)")
+    return stale
+
+
+def write(directory: Path) -> list[str]:
+    """Write every document whose file is missing or different; returns the names written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, document in generate().items():
+        path = directory / name
+        text = render(document)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8", newline="\n")
+            written.append(name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mcphost.schemas", description="Write the JSON documents of schemas/ from the code."
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is stale")
+    parser.add_argument("--dir", type=Path, default=None, help="where the files live (default: schemas/ in the repo)")
+    args = parser.parse_args(argv)
+    directory: Path = args.dir if args.dir is not None else schemas_dir()
+    if args.dir is None and not (directory.parent / "pyproject.toml").exists():
+        print(f"mcphost.schemas: {directory.parent} is not the mcphost repository; pass --dir", file=sys.stderr)
+        return 2
+    if args.check:
+        stale = stale_files(directory)
+        for line in stale:
+            print(f"stale: {directory / line}", file=sys.stderr)
+        if stale:
+            print("run `python -m mcphost.schemas` to regenerate them", file=sys.stderr)
+            return 1
+        print(f"{len(DOCUMENTS)} documents in {directory} are current")
+        return 0
+    for name in write(directory):
+        print(f"wrote {directory / name}")
+    left = stale_files(directory)  # only files no builder makes: this command never deletes
+    for line in left:
+        print(f"stale: {directory / line}", file=sys.stderr)
+    return 1 if left else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The activity log from an agent's calls to a person's terminal: what is stored, `log tail`, `activity`."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from typing import Any
+
+from tests.helpers import TESTS, Sandbox, agent, error_of, mcphost
+
+ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
+
+
+def intent(op: str, **extra: str) -> dict[str, Any]:
+    return {"operation_type": op, **extra}
+
+
+def fake_github_token() -> str:
+    return "ghp_" + "Ab3" * 12
+
+
+async def make_calls(sandbox: Sandbox, secret: str) -> None:
+    sandbox.write_config(ALLOW_ALL + '[log]\nredact_keys = ["pin_number"]\n' + sandbox.probe_server())
+    async with agent(sandbox) as client:
+        await client.call_tool(
+            "call_tool_read",
+            {
+                "name": "probe:read_notes",
+                "args": {"text": f"use {secret} please", "password": "hunter2", "pin_number": "1234"},
+                "intent": intent("read", reason="look up notes", data_sensitivity="private"),
+            },
+        )
+        await client.call_tool(
+            "call_tool_write",
+            {"name": "probe:plain_echo", "args": {"text": "w"}, "intent": intent("write", reason="note it")},
+        )
+        rejected = await client.call_tool("call_tool_read", {"name": "probe:wipe_notes", "intent": intent("read")})
+        assert error_of(rejected)["code"] == "SERVER_MISMATCH"
+        await client.call_tool(
+            "call_tool_destructive",
+            {"name": "probe:wipe_notes", "args": {"text": "all"}, "intent": intent("destructive", reason="clean")},
+        )
+
+
+async def test_planted_secrets_never_reach_the_disk_and_the_rest_is_on_record(sandbox: Sandbox) -> None:
+    secret = fake_github_token()
+    await make_calls(sandbox, secret)
+    raw = "".join(p.read_text(encoding="utf-8") for p in sandbox.data.glob("activity.jsonl*"))
+    for planted in (secret, "hunter2", "1234"):
+        assert planted not in raw
+    first = sandbox.tool_calls()[0]
+    assert first["arguments"]["text"] == "use [REDACTED:github] please"
+    assert first["arguments"]["password"] == "[REDACTED]" and first["arguments"]["pin_number"] == "[REDACTED]"
+    assert "read_notes: use [REDACTED:github] please" in first["response_preview"], "the echo is redacted too"
+    assert first["request_bytes"] > 0 and first["response_bytes"] > 0
+    assert first["metadata"]["intent"] == {
+        "operation_type": "read",
+        "data_sensitivity": "private",
+        "reason": "look up notes",
+    }
+    assert first["client"] and first["session_id"]
+
+
+async def test_log_tail_and_activity_commands_read_what_the_agent_did(sandbox: Sandbox) -> None:
+    await make_calls(sandbox, fake_github_token())
+
+    tail = mcphost(sandbox, "log", "tail", "-n", "3", "-o", "json")
+    assert tail.returncode == 0, tail.stderr
+    lines = [json.loads(line) for line in tail.stdout.splitlines()]
+    assert [r["tool"] for r in lines] == ["plain_echo", "wipe_notes", "wipe_notes"], "the last 3, oldest first"
+
+    text = mcphost(sandbox, "log", "tail", "--intent-type", "destructive")
+    assert text.returncode == 0
+    assert text.stdout.count("\n") == 1 and "💥" in text.stdout and "probe:wipe_notes" in text.stdout
+
+    rejected = mcphost(sandbox, "log", "tail", "--status", "rejected", "-o", "json")
+    assert [json.loads(line)["error"]["code"] for line in rejected.stdout.splitlines()] == ["SERVER_MISMATCH"]
+
+    listed = mcphost(sandbox, "activity", "list", "--server", "probe", "--type", "tool_call")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[:3] == ["TIME", "INTENT", "TOOL"]
+    assert len(rows) == 4 and "destructive" in rows[0] and "read" in rows[-1], "newest first"
+
+    as_json = json.loads(mcphost(sandbox, "activity", "list", "--intent-type", "write", "-o", "json").stdout)
+    assert [r["tool"] for r in as_json] == ["plain_echo"]
+    as_yaml = mcphost(sandbox, "activity", "list", "--tool", "plain_echo", "-o", "yaml").stdout
+    assert "tool: plain_echo" in as_yaml
+
+    shown = mcphost(sandbox, "activity", "show", as_json[0]["id"])
+    assert shown.returncode == 0
+    assert "operation_type    write" in shown.stdout and "reason            note it" in shown.stdout
+    assert "data_sensitivity  (not declared)" in shown.stdout
+    missing = mcphost(sandbox, "activity", "show", "01ZZZZZZZZZZZZZZZZZZZZZZZZ")
+    assert missing.returncode == 1 and "no record with id" in missing.stderr
+
+    summary = json.loads(mcphost(sandbox, "activity", "summary", "-o", "json").stdout)
+    assert summary["by_intent"] == {"read": 2, "write": 1, "destructive": 1}
+    assert summary["by_status"] == {"success": 3, "rejected": 1}
+
+
+def test_bad_filters_exit_2_and_list_the_valid_values(sandbox: Sandbox) -> None:
+    cases = [
+        (("log", "tail", "--intent-type", "delete"), "--intent-type: 'delete' is not valid; use one of: read, write"),
+        (("activity", "list", "--status", "ok"), "use one of: success, error, rejected, denied, expired"),
+        (("activity", "list", "--type", "nope"), "use one of: tool_call, config_reload"),
+        (("activity", "summary", "--since", "last tuesday"), "--since: 'last tuesday' is neither a time"),
+        (("activity", "list", "--limit", "-3"), "--limit: -3 is negative"),
+    ]
+    for args, message in cases:
+        result = mcphost(sandbox, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, result.stderr
+
+
+def test_log_tail_on_a_new_machine_says_there_is_no_activity_yet(sandbox: Sandbox) -> None:
+    result = mcphost(sandbox, "log", "tail")
+    assert result.returncode == 0 and result.stdout == ""
+    assert "no activity yet" in result.stderr
+
+
+def test_follow_prints_each_record_once_across_rotation(sandbox: Sandbox) -> None:
+    env = {**os.environ, **sandbox.env()}
+    writer = [sys.executable, str(TESTS / "servers" / "log_writer.py"), str(sandbox.log)]
+    subprocess.run([*writer, "seed", "1"], env=env, check=True)
+
+    def follow(*flags: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mcphost", "log", "tail", "-f", "-n", "1", "-o", "json", *flags],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    plain, filtered = follow(), follow("--tool", "t0")
+    try:
+        for process in (plain, filtered):  # the seed record shows each one is attached
+            assert [r["server"] for r in read_json_lines(process, 1, settle=0)] == ["seed"]
+        writers = [subprocess.Popen([*writer, f"w{n}", "300", "8000", "1000"], env=env) for n in range(2)]
+        for w in writers:
+            assert w.wait(timeout=60) == 0
+        assert len(list(sandbox.data.glob("activity.jsonl.*"))) > 5, "the writers rotated the log"
+        seen = read_json_lines(plain, 600)
+        assert sorted((r["server"], r["details"]["seq"]) for r in seen) == sorted(
+            (f"w{n}", i) for n in range(2) for i in range(300)
+        )
+        picked = read_json_lines(filtered, 2)
+        assert sorted((r["server"], r["tool"]) for r in picked) == [("w0", "t0"), ("w1", "t0")]
+    finally:
+        for p in (plain, filtered):
+            p.terminate()
+            p.wait(timeout=10)
+
+
+def read_json_lines(
+    process: subprocess.Popen[bytes], count: int, limit: float = 30, settle: float = 0.5
+) -> list[dict[str, Any]]:
+    """`count` JSON lines from a process's stdout, and then `settle` seconds more to catch any duplicate."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    buffer = b""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        lines = buffer.count(b"\n")
+        wait = settle if lines >= count else deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, wait))
+        if not ready:
+            if lines >= count:
+                break
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buffer += chunk
+    return [json.loads(line) for line in buffer.splitlines()]

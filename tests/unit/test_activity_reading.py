@@ -1,0 +1,236 @@
+"""Reading the log: from the end, tolerant of other versions and damage; filters; display for a terminal."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcphost.activity import display
+from mcphost.activity.query import (
+    FilterError,
+    RecordFilter,
+    intent_type,
+    parse_filter,
+    parse_limit,
+    parse_time,
+    select,
+    summarize,
+)
+from mcphost.activity.reader import BLOCK, Follower, records_newest_first, tail
+from mcphost.activity.record import ActivityRecord, new_record_id
+
+
+def call(op: str, i: int = 0, **extra: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "id": new_record_id(),
+        "timestamp": datetime.now(UTC).isoformat(),
+        "type": "tool_call",
+        "server": extra.pop("server", "todo"),
+        "tool": extra.pop("tool", f"t{i}"),
+        "status": extra.pop("status", "success"),
+        "metadata": {"intent": {"operation_type": op}, "tool_variant": f"call_tool_{op}"},
+    }
+    record.update(extra)
+    return record
+
+
+def write(path: Path, records: list[dict[str, Any]], tail_bytes: bytes = b"") -> None:
+    with path.open("ab") as f:
+        for record in records:
+            f.write(json.dumps(record).encode() + b"\n")
+        f.write(tail_bytes)
+
+
+def test_tail_returns_the_last_matches_oldest_first_and_skips_damage(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", i) for i in range(5)])
+    with path.open("ab") as f:
+        f.write(b"not json at all\n[1, 2]\n")
+    write(path, [call("destructive", 5), call("read", 6)], tail_bytes=b'{"id": "partial", "ty')
+    records, position = tail(path, 3, lambda r: True)
+    assert [r["tool"] for r in records] == ["t4", "t5", "t6"]
+    assert position is not None and position.offset == path.stat().st_size - len(b'{"id": "partial", "ty')
+    only, _ = tail(path, 10, RecordFilter(intent_type="destructive").matches)
+    assert [r["tool"] for r in only] == ["t5"]
+
+
+def test_reading_from_the_end_handles_lines_across_block_boundaries(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    records = [call("read", i, pad="y" * (BLOCK // 3 + i)) for i in range(12)]
+    write(path, records)
+    assert [r["tool"] for r in records_newest_first(path)] == [f"t{i}" for i in reversed(range(12))]
+    assert [r["tool"] for r in records_newest_first(path, b"t7")] == ["t7"]
+
+
+def test_records_of_other_versions_are_kept_whole(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [{"id": "x", "type": "future_event", "shiny_new_field": {"a": 1}}, {"timestamp": "garbled"}])
+    records, _ = tail(path, 5, lambda r: True)
+    assert records[0]["shiny_new_field"] == {"a": 1}
+    assert "shiny_new_field" in display.detail(records[0])
+    assert display.line(records[1])  # no time, no type, no id: still a line, not a crash
+    assert display.table(records)
+
+
+def test_tail_continues_into_rotated_files(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(tmp_path / "activity.jsonl.2", [call("read", 0)])
+    write(tmp_path / "activity.jsonl.1", [call("read", 1), call("read", 2)])
+    write(path, [call("read", 3)])
+    records, _ = tail(path, 10, lambda r: True)
+    assert [r["tool"] for r in records] == ["t0", "t1", "t2", "t3"]
+
+
+def test_follower_emits_a_line_only_once_it_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", 0)])
+    _, position = tail(path, 1, lambda r: True)
+    follower = Follower(path, position)
+    line = json.dumps(call("write", 1)).encode() + b"\n"
+    with path.open("ab") as f:
+        f.write(line[:20])
+    assert follower.poll() == []
+    with path.open("ab") as f:
+        f.write(line[20:])
+    assert [r["tool"] for r in follower.poll()] == ["t1"]
+    assert follower.poll() == []
+    follower.close()
+
+
+def test_intent_type_falls_back_to_the_variant_for_calls_rejected_before_their_intent_parsed() -> None:
+    assert intent_type(call("write")) == "write"
+    rejected = {"metadata": {"intent": {"raw": "nonsense"}, "tool_variant": "call_tool_destructive"}}
+    assert intent_type(rejected) == "destructive"
+    assert intent_type({"type": "config_reload"}) is None
+
+
+@pytest.mark.parametrize(
+    ("params", "parameter", "listed"),
+    [
+        ({"intent_type": "delete"}, "intent_type", "read, write, destructive"),
+        ({"status": "ok"}, "status", "success, error, rejected, denied, expired"),
+        ({"type": "call"}, "type", "tool_call, config_reload"),
+        ({"since": "yesterday"}, "since", "15m"),
+    ],
+)
+def test_a_bad_filter_value_names_the_parameter_and_the_valid_values(
+    params: dict[str, str], parameter: str, listed: str
+) -> None:
+    with pytest.raises(FilterError) as caught:
+        parse_filter(params)
+    assert caught.value.parameter == parameter
+    assert listed in caught.value.message
+
+
+def test_limits_outside_the_range_are_refused() -> None:
+    assert parse_limit(None) == 50 and parse_limit("7") == 7
+    for bad in ("0", "1001", "x", "-1"):
+        with pytest.raises(FilterError):
+            parse_limit(bad)
+
+
+def test_since_takes_ages_and_times() -> None:
+    now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    assert parse_time("15m", now) == now - timedelta(minutes=15)
+    assert parse_time("2d", now) == now - timedelta(days=2)
+    assert parse_time("2026-11-21T10:00:00Z") == datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+    assert parse_time("2026-11-21T11:00:00+01:00") == datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+
+
+def test_every_filter_selects_exactly_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    old = call("read", 0)
+    old["timestamp"] = (datetime.now(UTC) - timedelta(hours=3)).isoformat()
+    write(
+        path,
+        [
+            old,
+            call("write", 1, status="denied"),
+            call("destructive", 2, server="gh"),
+            call("read", 3, tool="special"),
+            {"id": new_record_id(), "timestamp": datetime.now(UTC).isoformat(), "type": "config_reload"},
+        ],
+    )
+
+    def tools(**params: str) -> list[str | None]:
+        return [r.get("tool") for r in select(path, parse_filter(params), None).records]
+
+    assert tools(intent_type="write") == ["t1"]
+    assert tools(status="denied") == ["t1"]
+    assert tools(server="gh") == ["t2"]
+    assert tools(tool="special") == ["special"]
+    assert tools(type="config_reload") == [None]
+    assert tools(since="1h") == [None, "special", "t2", "t1"]
+    assert tools(intent_type="read", since="1h") == ["special"]
+
+
+def test_pages_walk_every_record_once_even_when_new_ones_arrive(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", i) for i in range(7)])
+    flt = RecordFilter()
+    first = select(path, flt, 3)
+    write(path, [call("read", 100)])  # arrives between pages
+    second = select(path, flt, 3, first.next_cursor)
+    third = select(path, flt, 3, second.next_cursor)
+    seen = [r["tool"] for page in (first, second, third) for r in page.records]
+    assert seen == [f"t{i}" for i in reversed(range(7))]
+    assert third.next_cursor is None
+
+
+def test_summary_counts_by_intent_status_and_server() -> None:
+    records = [call("read"), call("read", status="error"), call("destructive", server="gh"), {"type": "config_error"}]
+    summary = summarize(records)
+    assert summary.total == 4
+    assert summary.by_intent == {"read": 2, "destructive": 1}
+    assert summary.by_status == {"success": 2, "error": 1}
+    assert summary.by_server == {"todo": 2, "gh": 1}
+    assert summary.by_type == {"tool_call": 3, "config_error": 1}
+
+
+def test_three_distinct_intent_icons_used_for_nothing_else() -> None:
+    icons = [display.icon(call(op)) for op in ("read", "write", "destructive")]
+    assert len(set(icons)) == 3
+    assert display.icon({"type": "config_reload"}) not in icons
+    line = display.line(call("read", status="error"))
+    assert sum(line.count(i) for i in icons) == 1
+    ascii_icons = [display.icon(call(op), ascii_only=True) for op in ("read", "write", "destructive")]
+    assert len(set(ascii_icons)) == 3 and all(i.isascii() for i in ascii_icons)
+
+
+def test_agent_text_cannot_drive_the_terminal() -> None:
+    evil = call("write", tool="x\x1b[2J\x1b]8;;http://evil\x07click\u202e")
+    evil["metadata"]["intent"]["reason"] = "fine\r\x1b[31mFAKE: approved by person"
+    for text in (display.line(evil), display.detail(evil), display.table([evil])):
+        assert "\x1b" not in text and "\r" not in text and "\u202e" not in text and "\x07" not in text
+    assert "\\x1b[31mFAKE" in display.detail(evil)
+
+
+def test_the_model_round_trips_through_a_line() -> None:
+    record = ActivityRecord(server="s", tool="t", status="success")
+    parsed = json.loads(record.to_json_line())
+    assert parsed["id"] == record.id and parsed["timestamp"].endswith("Z")
+    assert ActivityRecord.model_validate({**parsed, "from_the_future": 1}).model_extra == {"from_the_future": 1}
+
+
+def test_ids_sort_in_the_order_one_process_made_them() -> None:
+    ids = [new_record_id() for _ in range(2000)]
+    assert ids == sorted(ids) and len(set(ids)) == 2000
+
+
+def test_a_follower_started_before_the_log_exists_sees_records_even_if_it_rotated_meanwhile(tmp_path: Path) -> None:
+    from mcphost.activity.writer import ActivityLog, LogSettings
+
+    path = tmp_path / "activity.jsonl"
+    _, position = tail(path, 0, lambda r: True)
+    follower = Follower(path, position)
+    log = ActivityLog(path, LogSettings(fsync=False, max_bytes=1500, keep=100))
+    for i in range(40):
+        log.append(ActivityRecord(server="s", details={"seq": i}))
+    log.close()
+    assert len(list(tmp_path.glob("activity.jsonl.*"))) > 3
+    assert [r["details"]["seq"] for r in follower.poll()] == list(range(40))
+    follower.close()
