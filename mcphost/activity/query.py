@@ -178,10 +178,9 @@ def parse_filter(params: Mapping[str, str | None], now: datetime | None = None) 
 def parse_limit(value: str | int | None, default: int = DEFAULT_LIMIT, maximum: int = MAX_LIMIT) -> int:
     if value is None or value == "":
         return default
-    try:
-        limit = int(value)
-    except (TypeError, ValueError):
-        raise FilterError("limit", f"{value!r} is not a whole number; use 1 to {maximum}") from None
+    if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
+        raise FilterError("limit", f"{value!r} is not a whole number; use 1 to {maximum}")
+    limit = int(value)
     if not 1 <= limit <= maximum:
         raise FilterError("limit", f"{limit} is out of range; use 1 to {maximum}")
     return limit
@@ -254,7 +253,7 @@ def validate_cursor(cursor: str | None) -> str | None:
         return None
     if _id_time(cursor) is None:
         raise FilterError("cursor", "not a cursor this endpoint returned (expected a record id)")
-    return cursor
+    return cursor.upper()  # ULIDs are case-insensitive; ours are written upper case
 
 
 @dataclass(frozen=True, slots=True)

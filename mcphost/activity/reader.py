@@ -49,7 +49,8 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 def parse_line(line: bytes) -> Record | None:
     try:
-        value = json.loads(line)
+        # NaN and Infinity are not JSON; a hand-edited line with them is read with nulls instead.
+        value = json.loads(line, parse_constant=lambda _name: None)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError both
         return None
     return value if isinstance(value, dict) else None

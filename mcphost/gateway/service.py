@@ -42,7 +42,7 @@ from mcphost.intent import (
     recommended_variant,
 )
 from mcphost.policy import Action, DecidedBy, decide
-from mcphost.upstream.connection import State, UpstreamCallFailed, UpstreamTool, UpstreamUnavailable
+from mcphost.upstream.connection import State, UpstreamCallFailed, UpstreamServer, UpstreamTool, UpstreamUnavailable
 from mcphost.upstream.index import closest_names
 from mcphost.upstream.manager import UpstreamManager
 
@@ -230,7 +230,7 @@ class Gateway:
             record.arguments, record.arguments_preview = capture_arguments(
                 args, log.arguments_max_bytes, log.redact_keys
             )
-            upstream_tool = await self._resolve(loaded, server, tool, variant)
+            upstream, upstream_tool = await self._resolve(loaded, server, tool, variant)
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
                 record.metadata.annotations = annotations
@@ -245,7 +245,7 @@ class Gateway:
             record.decision, denial = self._authorize(loaded, variant, server, tool)
             if denial is not None:
                 raise denial
-            outcome.result = await self._forward(server, tool, args)
+            outcome.result = await self._forward(upstream, tool, args)
             outcome.status = Status.ERROR if outcome.result.is_error else Status.SUCCESS
             answer = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
             record.response_bytes = len(json.dumps(answer, separators=(",", ":")))
@@ -277,7 +277,11 @@ class Gateway:
         await self.activity.write(record)
         return outcome
 
-    async def _resolve(self, loaded: LoadedConfig, server: str, tool: str, variant: ToolVariant) -> UpstreamTool:
+    async def _resolve(
+        self, loaded: LoadedConfig, server: str, tool: str, variant: ToolVariant
+    ) -> tuple[UpstreamServer, UpstreamTool]:
+        """The connection and the tool a call goes to. The call keeps this connection even if a config change
+        replaces it meanwhile: it finishes where it was validated."""
         upstream = self.upstreams.servers.get(server)
         qualified = f"{server}:{tool}"
         configured = loaded.config.servers.get(server)
@@ -306,7 +310,7 @@ class Gateway:
                 logger.debug("refresh of %s before TOOL_NOT_FOUND failed", server, exc_info=True)
             found = upstream.tools.get(tool)
         if found is not None:
-            return found
+            return upstream, found
         if upstream.state is not State.CONNECTED:
             raise _not_connected(server, upstream.last_error or upstream.state.value, qualified)
         candidates = [t.qualified for t in self.upstreams.all_tools()]
@@ -348,8 +352,8 @@ class Gateway:
             by=DecidedBy.POLICY.value, action=decision.action.value, outcome="allow", rule=decision.rule
         ), None
 
-    async def _forward(self, server: str, tool: str, args: dict[str, Any]) -> types.CallToolResult:
-        upstream = self.upstreams.servers[server]
+    async def _forward(self, upstream: UpstreamServer, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+        server = upstream.name
         try:
             return await upstream.call_tool(tool, args)
         except UpstreamUnavailable as exc:

@@ -170,6 +170,9 @@ class UpstreamServer:
         self._cancel: anyio.CancelScope | None = None
         self._on_event = on_event or (lambda _kind, _details: None)
         self._closed = False
+        self._in_flight = 0
+        self._idle = anyio.Event()
+        self._idle.set()
 
     # ---- life cycle
 
@@ -244,6 +247,13 @@ class UpstreamServer:
         if self._cancel is not None:
             self._cancel.cancel()
 
+    async def retire(self) -> None:
+        """Close once the calls in flight are answered (a config change must not cut a call already under way);
+        new calls already go to this server's successor."""
+        with anyio.move_on_after(self.config.call_timeout):
+            await self._idle.wait()
+        self.close()
+
     # ---- tools
 
     async def _on_message(self, message: Any) -> None:
@@ -297,6 +307,8 @@ class UpstreamServer:
 
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         client = self.require_client()
+        self._in_flight += 1
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
         try:
             with anyio.fail_after(self.config.call_timeout):
                 return await client.call_tool(tool, arguments)
@@ -306,6 +318,10 @@ class UpstreamServer:
             ) from None
         except Exception as exc:
             raise UpstreamCallFailed(self.name, describe_exception(exc)) from exc
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
 
 
 def _diff(server: str, old: dict[str, UpstreamTool], new: dict[str, UpstreamTool]) -> ToolsChanged:

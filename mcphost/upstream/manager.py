@@ -67,7 +67,8 @@ class UpstreamManager:
         assert self._tg is not None, "use UpstreamManager as an async context manager"
         for name in list(self.servers):
             if name not in configs or configs[name] != self.servers[name].config:
-                self.servers.pop(name).close()
+                # Out of the table first, so new calls go to the successor; calls in flight finish on this one.
+                self._tg.start_soon(self.servers.pop(name).retire, name=f"retire:{name}")
         for name, config in configs.items():
             if name not in self.servers:
                 server = UpstreamServer(name, config, self._sink(name))
