@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
+from collections.abc import Callable
 from typing import Any
 
-from mcphost.activity.record import ActivityRecord
+import anyio
+import anyio.abc
+
+from mcphost.activity.record import ActivityRecord, RecordType
 from mcphost.activity.writer import ActivityLog, LogSettings
-from mcphost.config import LoadedConfig
+from mcphost.config import ConfigError, LoadedConfig
+from mcphost.config.diff import ConfigDiff, diff_configs
+from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
 from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
 from mcphost.upstream.manager import UpstreamManager
 
 logger = logging.getLogger(__name__)
+
+ConfigListener = Callable[[LoadedConfig, LoadedConfig, ConfigDiff], None]
 
 
 def log_settings(loaded: LoadedConfig) -> LogSettings:
@@ -20,15 +30,35 @@ def log_settings(loaded: LoadedConfig) -> LogSettings:
     return LogSettings(fsync=log.fsync, max_bytes=log.max_bytes, keep=log.keep)
 
 
-class Host:
-    """Everything one mcphost process runs. Use as an async context manager; upstreams start on entry."""
+def error_details(error: ConfigError) -> dict[str, Any]:
+    return {
+        "file": str(error.file),
+        "errors": [{"path": i.path, "message": i.message, "line": i.line, "column": i.column} for i in error.issues],
+    }
 
-    def __init__(self, loaded: LoadedConfig, *, only_servers: list[str] | None = None) -> None:
+
+class Host:
+    """Everything one mcphost process runs. Use as an async context manager; upstreams start on entry.
+
+    `watch=True` (the daemon, `mcphost mcp`) follows the config file: a valid save is applied between calls,
+    an invalid one keeps the last good config in force and is reported until it is fixed.
+    """
+
+    def __init__(self, loaded: LoadedConfig, *, only_servers: list[str] | None = None, watch: bool = False) -> None:
         self.loaded = loaded
+        self.config_error: ConfigError | None = None
         self._only = only_servers
+        self._watch = watch
+        self._watcher: ConfigWatcher | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._config_listeners: list[ConfigListener] = []
         self.activity = ActivityLog(activity_log_path(), log_settings(loaded))
         self.upstreams = UpstreamManager(on_event=self._on_upstream_event)
+        # Each call reads `self.loaded` once when it starts, so swapping it is the whole of an atomic reload.
         self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity)
+
+    def on_config_change(self, listener: ConfigListener) -> None:
+        self._config_listeners.append(listener)
 
     def _servers(self) -> dict[str, Any]:
         servers = self.loaded.config.enabled_servers()
@@ -39,13 +69,79 @@ class Host:
     def _on_upstream_event(self, kind: str, server: str, details: dict[str, Any]) -> None:
         self.activity.append(ActivityRecord(type=kind, server=server, tool=details.get("tool"), details=details))
 
+    # ---- config reload
+
+    def handle_config_event(self, event: ConfigEvent) -> None:
+        if isinstance(event, Reloaded):
+            self.apply_config(event.loaded)
+        elif isinstance(event, Rejected):
+            self._reject(event.error)
+        elif isinstance(event, Missing):
+            print(
+                f"mcphost: config {event.path} was removed; the config in force stays until the file is back",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def apply_config(self, new: LoadedConfig) -> ConfigDiff:
+        old = self.loaded
+        diff = diff_configs(old.config, new.config)
+        cleared = self.config_error is not None
+        self.loaded = new
+        self.config_error = None
+        self.activity.configure(log_settings(new))
+        if diff.servers_added or diff.servers_removed or diff.servers_restarted:
+            self.upstreams.apply(self._servers())
+        if diff.empty and not cleared:
+            return diff
+        details: dict[str, Any] = {"file": str(new.path), **diff.to_dict(), "summary": diff.summary()}
+        if cleared:
+            details["cleared_error"] = True
+        self.activity.append(ActivityRecord(type=RecordType.CONFIG_RELOAD.value, details=details))
+        print(
+            f"mcphost: config reloaded from {new.path}: {diff.summary()}" + (" (errors fixed)" if cleared else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+        for listener in self._config_listeners:
+            try:
+                listener(old, new, diff)
+            except Exception:
+                logger.exception("config listener failed")
+        return diff
+
+    def _reject(self, error: ConfigError) -> None:
+        self.config_error = error
+        self.activity.append(ActivityRecord(type=RecordType.CONFIG_ERROR.value, details=error_details(error)))
+        print(
+            f"mcphost: {error}\nmcphost: the last good config stays in force until the file is fixed",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # ---- life cycle
+
     async def __aenter__(self) -> Host:
         await self.upstreams.__aenter__()
         self.upstreams.apply(self._servers())
+        if self._watch:
+            initial = None
+            with contextlib.suppress(OSError):
+                initial = self.loaded.path.read_bytes() if self.loaded.exists else None
+            self._watcher = ConfigWatcher(self.loaded.path, self.handle_config_event, initial)
+            self._tg = anyio.create_task_group()
+            await self._tg.__aenter__()
+            self._tg.start_soon(self._watcher.run, name="config-watcher")
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         try:
+            if self._tg is not None:
+                assert self._watcher is not None
+                self._watcher.stop.set()
+                self._tg.cancel_scope.cancel()
+                await self._tg.__aexit__(None, None, None)
+                self._tg = None
             await self.upstreams.__aexit__(*exc)
         finally:
             self.activity.close()

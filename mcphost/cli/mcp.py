@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_or_exit(args)
 
     async def main() -> None:
-        async with Host(loaded) as host:
+        async with Host(loaded, watch=True) as host:
             server = build_server(host.gateway, stdio=True)
             async with serve_stdio() as (read, write):
                 await server.run(read, write, server.create_initialization_options())

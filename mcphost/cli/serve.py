@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     url = f"http://127.0.0.1:{port}{MCP_PATH}"
 
     async def main() -> None:
-        async with Host(loaded) as host:
+        async with Host(loaded, watch=True) as host:
             await serve_http(host, sock, token, url)
 
     anyio.run(main)

@@ -1,0 +1,64 @@
+"""The host's own state file (remembered approvals and the like), beside the person's config, never in it.
+
+Written atomically: a temporary file in the same directory, fsynced, then renamed over the old one, so a crash
+leaves either the old state or the new one, never half of either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from mcphost.paths import data_dir
+
+logger = logging.getLogger(__name__)
+
+HEADER = "# Written by mcphost: remembered approvals and other state. Edit config.toml instead of this file.\n"
+
+
+def state_path() -> Path:
+    return data_dir() / "state.toml"
+
+
+def read_state(path: Path | None = None) -> dict[str, Any]:
+    """The state as a dict; a missing file is empty state, an unreadable one is reported and treated as empty."""
+    target = path or state_path()
+    try:
+        return tomllib.loads(target.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        logger.warning("ignoring the unreadable state file %s: %s", target, exc)
+        return {}
+
+
+def write_state(state: dict[str, Any], path: Path | None = None) -> Path:
+    target = path or state_path()
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = (HEADER + tomli_w.dumps(state)).encode("utf-8")
+    # mkstemp creates the file 0600: state can hold what a person approved, for the user's eyes only.
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        Path(temp).replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(temp).unlink()
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return target
