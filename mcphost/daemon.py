@@ -73,9 +73,9 @@ class Host:
 
     def handle_config_event(self, event: ConfigEvent) -> None:
         if isinstance(event, Reloaded):
-            self.apply_config(event.loaded)
+            self.apply_config(event.loaded, event.sha256)
         elif isinstance(event, Rejected):
-            self._reject(event.error)
+            self._reject(event.error, event.sha256)
         elif isinstance(event, Missing):
             print(
                 f"mcphost: config {event.path} was removed; the config in force stays until the file is back",
@@ -83,7 +83,7 @@ class Host:
                 flush=True,
             )
 
-    def apply_config(self, new: LoadedConfig) -> ConfigDiff:
+    def apply_config(self, new: LoadedConfig, sha256: str | None = None) -> ConfigDiff:
         old = self.loaded
         diff = diff_configs(old.config, new.config)
         cleared = self.config_error is not None
@@ -92,9 +92,7 @@ class Host:
         self.activity.configure(log_settings(new))
         if diff.servers_added or diff.servers_removed or diff.servers_restarted:
             self.upstreams.apply(self._servers())
-        if diff.empty and not cleared:
-            return diff
-        details: dict[str, Any] = {"file": str(new.path), **diff.to_dict(), "summary": diff.summary()}
+        details: dict[str, Any] = {"file": str(new.path), **diff.to_dict(), "summary": diff.summary(), "sha256": sha256}
         if cleared:
             details["cleared_error"] = True
         self.activity.append(ActivityRecord(type=RecordType.CONFIG_RELOAD.value, details=details))
@@ -110,9 +108,10 @@ class Host:
                 logger.exception("config listener failed")
         return diff
 
-    def _reject(self, error: ConfigError) -> None:
+    def _reject(self, error: ConfigError, sha256: str | None = None) -> None:
         self.config_error = error
-        self.activity.append(ActivityRecord(type=RecordType.CONFIG_ERROR.value, details=error_details(error)))
+        details = {**error_details(error), "sha256": sha256}
+        self.activity.append(ActivityRecord(type=RecordType.CONFIG_ERROR.value, details=details))
         print(
             f"mcphost: {error}\nmcphost: the last good config stays in force until the file is fixed",
             file=sys.stderr,

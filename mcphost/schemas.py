@@ -29,6 +29,9 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 COMPONENT_REF = "#/components/schemas/{model}"
 
 RECORD_FILE = "activity-record.schema.json"
+CONFIG_FILE = "config.schema.json"
+# Editors that check TOML against JSON Schema (taplo / Even Better TOML) know draft-07 best.
+CONFIG_DIALECT = "http://json-schema.org/draft-07/schema#"
 ACTIVITY_API_FILE = "activity-api.openapi.json"
 
 OPEN_RECORDS = (
@@ -283,9 +286,35 @@ def openapi_component_schema(document: Document, name: str) -> Document:
     return {"$schema": DIALECT, "$ref": COMPONENT_REF.format(model=name), "components": document["components"]}
 
 
+# ---- config.toml
+
+
+def config_schema() -> Document:
+    """The schema of config.toml: every key with its default and description; unknown keys are errors."""
+    from mcphost.config.models import Config
+
+    schema = Config.model_json_schema(mode="validation", ref_template="#/definitions/{model}")
+    definitions = schema.pop("$defs", {})
+    document: Document = {
+        "$schema": CONFIG_DIALECT,
+        "$id": ID_BASE + CONFIG_FILE,
+        "title": "mcphost config.toml",
+        "description": (
+            "mcphost's configuration (`mcphost config path` shows where it is). Every key has a default, so an "
+            "empty file is valid; unknown keys are errors. The running host reloads the file when it is saved."
+        ),
+    }
+    schema.pop("title", None)
+    document.update(schema)
+    if definitions:
+        document["definitions"] = definitions
+    return document
+
+
 # ---- the registry: file name under schemas/ -> the function that builds the document
 
 DOCUMENTS: dict[str, Callable[[], Document]] = {
+    CONFIG_FILE: config_schema,
     RECORD_FILE: activity_record_schema,
     ACTIVITY_API_FILE: activity_api_openapi,
 }

@@ -105,12 +105,18 @@ def error_of(result: Any) -> dict[str, Any]:
 class Daemon:
     """`mcphost serve` as a real process: its URL and token come from its discovery file, as any tool finds them."""
 
-    def __init__(self, box: Sandbox, process: Any, url: str, token: str) -> None:
+    def __init__(self, box: Sandbox, process: Any, url: str, token: str, stderr: list[str]) -> None:
         self.box, self.process, self.url, self.token = box, process, url, token
+        self._stderr = stderr
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def stderr(self) -> str:
+        """Everything the daemon wrote to stderr so far (read continuously, so the pipe never fills)."""
+        return "".join(self._stderr)
 
 
 @asynccontextmanager
@@ -123,21 +129,32 @@ async def daemon(box: Sandbox, *extra_args: str) -> AsyncIterator[Daemon]:
         env=env,
         stdin=subprocess.DEVNULL,
     )
-    try:
+    stderr: list[str] = []
+    announced = anyio.Event()
+
+    async def drain() -> None:
         assert process.stderr is not None
-        seen = ""
-        with anyio.fail_after(30):
-            async for chunk in process.stderr:
-                seen += chunk.decode("utf-8", "replace")
-                if "bearer token in" in seen:
-                    break
-            else:
-                raise AssertionError(f"mcphost serve exited early: {seen}")
-        files = list((box.root / "run").glob("daemon-*.json"))
-        assert len(files) == 1, files
-        info = json.loads(files[0].read_text(encoding="utf-8"))
-        token = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
-        yield Daemon(box, process, info["mcp"]["url"], token)
+        async for chunk in process.stderr:
+            stderr.append(chunk.decode("utf-8", "replace"))
+            if "bearer token in" in "".join(stderr):
+                announced.set()
+        announced.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            with anyio.fail_after(30):
+                await announced.wait()
+            if "bearer token in" not in "".join(stderr):
+                raise AssertionError(f"mcphost serve exited early: {''.join(stderr)}")
+            files = list((box.root / "run").glob("daemon-*.json"))
+            assert len(files) == 1, files
+            info = json.loads(files[0].read_text(encoding="utf-8"))
+            token = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
+            try:
+                yield Daemon(box, process, info["mcp"]["url"], token, stderr)
+            finally:
+                tg.cancel_scope.cancel()
     finally:
         if process.returncode is None:
             process.terminate()

@@ -39,7 +39,7 @@ class ConfigDiff:
         others = [k for k in self.keys if not k.startswith("servers.")]
         if others:
             parts.append(f"changed: {', '.join(others)}")
-        return "; ".join(parts) or "no change"
+        return "; ".join(parts) or "no change in effect"
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:

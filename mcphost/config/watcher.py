@@ -29,11 +29,13 @@ PARENT_POLL_S = 1.0
 @dataclass(frozen=True, slots=True)
 class Reloaded:
     loaded: LoadedConfig
+    sha256: str | None = None  # of the file's bytes: which version of the file is in force, for the record
 
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
     error: ConfigError
+    sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +58,11 @@ def read_config_file(path: Path) -> tuple[bytes | None, ConfigEvent]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return data, Rejected(ConfigError(path, [ConfigIssue("", f"the file is not UTF-8 text: {exc.reason}")]))
+    digest = _digest(data)
     try:
-        return data, Reloaded(LoadedConfig(parse_config(text, path), path, exists=True))
+        return data, Reloaded(LoadedConfig(parse_config(text, path), path, exists=True), digest)
     except ConfigError as exc:
-        return data, Rejected(exc)
+        return data, Rejected(exc, digest)
 
 
 class ConfigWatcher:

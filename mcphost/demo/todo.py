@@ -199,6 +199,12 @@ def _bearer_token(request: object) -> str | None:
     return value.strip()
 
 
+# `serve --as-local-user` (stdio only): a call with no token acts for the local user. Over stdio the server is a
+# child of a process of that user, who can read the signing secret anyway, so this grants nothing new; it lets a
+# config file run the server without a token that would expire in it.
+_AS_LOCAL_USER = False
+
+
 def _select_token(argument: str | None, request: object) -> str:
     if argument:
         return argument
@@ -208,6 +214,8 @@ def _select_token(argument: str | None, request: object) -> str:
     header = _bearer_token(request)
     if header:
         return header
+    if _AS_LOCAL_USER:
+        return mint_token(LOCAL_USER_ID, ttl_seconds=60)
     raise ToolError(AUTHENTICATION_ERROR, MSG_AUTH_REQUIRED)
 
 
@@ -793,6 +801,9 @@ def _build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="Run the server (stdio unless --http).")
     serve.add_argument("--http", action="store_true", help="Serve streamable HTTP on 127.0.0.1 at /mcp.")
     serve.add_argument("--port", type=int, default=None, help="HTTP port (0 picks a free one; the default).")
+    serve.add_argument(
+        "--as-local-user", action="store_true", help="stdio only: calls without a token act for the local user."
+    )
     token = commands.add_parser("token", help="Print an access token for a user.")
     token.add_argument("--user", type=uuid.UUID, default=LOCAL_USER_ID, help="User UUID (default: the local user).")
     token.add_argument("--email", default=None, help="Optional email claim.")
@@ -819,6 +830,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if port is not None and not 0 <= port <= 65535:
         parser.error("--port must be between 0 and 65535")
 
+    if getattr(args, "as_local_user", False):
+        if http:
+            parser.error("--as-local-user is for stdio only: over HTTP, other local users could reach the server")
+        global _AS_LOCAL_USER
+        _AS_LOCAL_USER = True
     server = create_server()
     try:
         if http:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import random
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -144,7 +145,11 @@ class _EOFWatchingStream:
 @asynccontextmanager
 async def _transport(config: ServerConfig, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
     if config.command is not None:
-        params = StdioServerParameters(command=config.command, args=config.args, env=config.env or None, cwd=config.cwd)
+        env = dict(config.env)
+        if "MCPHOST_DATA_DIR" in os.environ:
+            # mcphost's own servers (the demo todo server) keep their data where the host keeps its own.
+            env.setdefault("MCPHOST_DATA_DIR", os.environ["MCPHOST_DATA_DIR"])
+        params = StdioServerParameters(command=config.command, args=config.args, env=env or None, cwd=config.cwd)
         # The server's stderr is ours: in `mcphost mcp` that is the agent's log, never the protocol stream.
         async with stdio_client(params, errlog=sys.stderr) as (read, write):
             yield _EOFWatchingStream(read, on_eof), write

@@ -122,3 +122,26 @@ def test_unknown_and_disabled_servers_are_named(sandbox: Sandbox) -> None:
     assert "there is no server 'nosuch' (servers: probe)" in unknown.stderr
     disabled = mcphost(sandbox, "call", "tool-read", "off:read_notes")
     assert disabled.returncode == 1 and "server 'off' is disabled" in disabled.stderr
+
+
+def test_config_init_writes_a_valid_commented_starter_that_runs_the_todo_server(sandbox: Sandbox) -> None:
+    init = mcphost(sandbox, "config", "init")
+    assert init.returncode == 0, init.stderr
+    text = sandbox.config.read_text(encoding="utf-8")
+    assert text.startswith("#:schema ./config.schema.json") and "# A stdio server:" in text
+    schema = json.loads((sandbox.root / "config.schema.json").read_text(encoding="utf-8"))
+    assert schema["$id"].endswith("config.schema.json")
+    assert mcphost(sandbox, "config", "validate").returncode == 0
+    listed = mcphost(sandbox, "call", "tool-read", "todo:list_tasks")
+    assert listed.returncode == 0, listed.stderr  # no token in the file: the server acts for the local user
+    again = mcphost(sandbox, "config", "init")
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert sandbox.config.read_text(encoding="utf-8") == text, "init never overwrites the person's file"
+
+
+def test_config_schema_prints_the_published_schema(sandbox: Sandbox) -> None:
+    from mcphost.schemas import CONFIG_FILE, schemas_dir
+
+    printed = mcphost(sandbox, "config", "schema")
+    assert printed.returncode == 0
+    assert printed.stdout == (schemas_dir() / CONFIG_FILE).read_text(encoding="utf-8")

@@ -125,7 +125,7 @@ async def test_stdio_agent_reaches_an_http_upstream_with_headers_from_the_config
             result = await client.call_tool(
                 "call_tool_write", {"name": "remote:whoami", "intent": {"operation_type": "write"}}
             )
-            assert json.loads(text_of(result)) == {"authorization": "Bearer upstream-secret"}
+            assert json.loads(text_of(result))["authorization"] == "Bearer upstream-secret"
         assert "upstream-secret" not in sandbox.log.read_text(encoding="utf-8")
     finally:
         process.terminate()

@@ -95,7 +95,8 @@ async def on_call_tool(
     if params.name == "whoami":
         request = ctx.request
         auth = request.headers.get("authorization") if request is not None else None
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps({"authorization": auth}))])
+        seen = {"authorization": auth, "pid": os.getpid()}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(seen))])
     text = args.get("text", "")
     return types.CallToolResult(
         content=[types.TextContent(text=f"{params.name}: {text}")],

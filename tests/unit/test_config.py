@@ -92,3 +92,31 @@ def test_annotation_overrides_and_distrust() -> None:
     assert effective_annotations(trusting, "other", {"readOnlyHint": True}) == {"readOnlyHint": True}
     distrusting = ServerConfig(command="x", trust_annotations=False)
     assert effective_annotations(distrusting, "t", {"destructiveHint": True}) == {}
+
+
+def test_the_starter_file_is_the_defaults_plus_the_todo_server() -> None:
+    import tomllib
+
+    import jsonschema
+
+    from mcphost.config.models import Config
+    from mcphost.config.starter import starter_config
+    from mcphost.schemas import config_schema
+
+    text = starter_config("/usr/bin/python3")
+    parsed = parse_config(text, Path("config.toml"))
+    assert parsed.model_dump(exclude={"servers"}) == Config().model_dump(exclude={"servers"})
+    assert list(parsed.servers) == ["todo"]
+    jsonschema.validate(tomllib.loads(text), config_schema())
+
+
+def test_the_config_schema_rejects_a_typo_as_editors_will_show_it() -> None:
+    import jsonschema
+    import pytest
+
+    from mcphost.schemas import config_schema
+
+    with pytest.raises(jsonschema.ValidationError, match="strict_server_validaton"):
+        jsonschema.validate({"intent_declaration": {"strict_server_validaton": True}}, config_schema())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"permissions": {"write": "sometimes"}}, config_schema())

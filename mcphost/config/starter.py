@@ -1,0 +1,64 @@
+"""The commented starter file `mcphost config init` writes: every section, every default, what each key does."""
+
+from __future__ import annotations
+
+import json
+
+SCHEMA_FILE = "config.schema.json"
+
+
+def starter_config(python: str) -> str:
+    """A valid config.toml equal to the defaults, plus the bundled todo server, with the rest commented out."""
+    return f"""#:schema ./{SCHEMA_FILE}
+# mcphost configuration. Editors with TOML + JSON Schema support (Even Better TOML / taplo) complete and check
+# this file against {SCHEMA_FILE} beside it; refresh that with `mcphost config schema > {SCHEMA_FILE}`.
+# The running host reloads this file when you save it. Check it with `mcphost config validate`.
+
+[intent_declaration]
+# true: a call whose variant contradicts the server's annotations (call_tool_read on a destructive tool) is
+# rejected; false: it passes with a warning.
+strict_server_validation = true
+
+[permissions]
+# What happens to each kind of call: "allow" (no prompt), "ask" (a prompt in your editor),
+# "confirm" (a deliberate confirmation), "deny".
+read = "allow"
+write = "ask"
+destructive = "confirm"
+prompt_timeout = 300          # seconds a prompt waits; then the call ends as expired
+no_editor = "deny"            # ask/confirm with no editor attached: "deny", or "elicit" (ask through the agent)
+
+# The bundled demo server: a todo list in the data dir. Remove it when you have your own servers.
+[servers.todo]
+command = {json.dumps(python)}
+args = ["-m", "mcphost.demo.todo", "serve", "--as-local-user"]
+
+# A stdio server:
+# [servers.github]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-github"]
+# env = {{ GITHUB_TOKEN = "..." }}   # stdio servers inherit only PATH, HOME and a few safe variables
+# trust_annotations = true           # false: treat all of this server's tools as unannotated
+# connect_timeout = 30               # seconds to start
+# call_timeout = 300                 # seconds one call may take
+#
+# Correct a server's wrong or missing hints for one tool:
+# [servers.github.tools.delete_file]
+# annotations = {{ destructiveHint = true }}
+#
+# A streamable HTTP server:
+# [servers.remote]
+# url = "http://127.0.0.1:9000/mcp"
+# headers = {{ Authorization = "Bearer ..." }}
+
+[log]
+fsync = true                  # a call's result reaches the agent only once its record is on disk
+max_bytes = 20971520          # rotate activity.jsonl before it grows past this (0: never)
+keep = 5                      # rotated files kept
+arguments_max_bytes = 4096    # larger (redacted) arguments are stored as a cut preview
+response_preview_bytes = 512  # how much of each answer is kept (redacted)
+redact_keys = []              # more argument names to redact, beside token, password, api_key, ...
+
+[daemon]
+port = 0                      # the agent endpoint's port on 127.0.0.1; 0 picks a free one
+"""
