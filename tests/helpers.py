@@ -121,48 +121,50 @@ class Daemon:
 
 @asynccontextmanager
 async def daemon(box: Sandbox, *extra_args: str) -> AsyncIterator[Daemon]:
+    """Start `mcphost serve`; a thread drains its stderr, so the context may be entered and left by different
+    tasks (a module-scoped fixture does that) and the pipe never fills."""
+    import threading
+
     import anyio
+    import anyio.to_thread
 
     env = {**os.environ, **box.env()}
-    process = await anyio.open_process(
+    # Popen only forks; it does not block the loop. The thread below does the blocking reads.
+    process = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, "-m", "mcphost", "serve", "--port", "0", "--config", str(box.config), *extra_args],
         env=env,
         stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     stderr: list[str] = []
-    announced = anyio.Event()
+    announced = threading.Event()
 
-    async def drain() -> None:
+    def drain() -> None:
         assert process.stderr is not None
-        async for chunk in process.stderr:
-            stderr.append(chunk.decode("utf-8", "replace"))
-            if "bearer token in" in "".join(stderr):
+        for line in iter(process.stderr.readline, b""):
+            stderr.append(line.decode("utf-8", "replace"))
+            if b"bearer token in" in line:
                 announced.set()
         announced.set()
 
+    threading.Thread(target=drain, daemon=True).start()
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drain)
-            with anyio.fail_after(30):
-                await announced.wait()
-            if "bearer token in" not in "".join(stderr):
-                raise AssertionError(f"mcphost serve exited early: {''.join(stderr)}")
-            files = list((box.root / "run").glob("daemon-*.json"))
-            assert len(files) == 1, files
-            info = json.loads(files[0].read_text(encoding="utf-8"))
-            token = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
-            try:
-                yield Daemon(box, process, info["mcp"]["url"], token, stderr)
-            finally:
-                tg.cancel_scope.cancel()
+        ready = await anyio.to_thread.run_sync(announced.wait, 30)
+        if not ready or "bearer token in" not in "".join(stderr):
+            raise AssertionError(f"mcphost serve did not start: {''.join(stderr)}")
+        files = list((box.root / "run").glob("daemon-*.json"))
+        assert len(files) == 1, files
+        info = json.loads(files[0].read_text(encoding="utf-8"))
+        token = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
+        yield Daemon(box, process, info["mcp"]["url"], token, stderr)
     finally:
-        if process.returncode is None:
+        if process.poll() is None:
             process.terminate()
-            with anyio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:
+            try:
+                await anyio.to_thread.run_sync(process.wait, 10)
+            except subprocess.TimeoutExpired:
                 process.kill()
-        await process.aclose()
+                process.wait()
 
 
 @asynccontextmanager

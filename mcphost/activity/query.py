@@ -134,12 +134,18 @@ class RecordFilter:
     def needle(self) -> bytes | None:
         """Bytes that the line of every matching record contains, to skip the others without parsing them.
 
-        Rare values first (a server or tool name), then the intent: both "destructive" as an operation_type
-        and "call_tool_destructive" as a variant contain the word.
+        Rare values first (a tool or server name), quoted as JSON writes them so that "read" does not also
+        pick "readOnlyHint" or "thread". The intent is matched by its end: `destructive"` is in both
+        `"operation_type":"destructive"` and `"tool_variant":"call_tool_destructive"`.
         """
-        for value in (self.tool, self.server, self.intent_type, self.status, self.type):
-            if value is not None and value.isascii() and '"' not in value and "\\" not in value:
-                return value.encode("ascii")
+        for value in (self.tool, self.server):
+            if value is not None and _plain(value):
+                return b'"' + value.encode("ascii") + b'"'
+        if self.intent_type is not None:
+            return self.intent_type.encode("ascii") + b'"'
+        for value in (self.status, self.type):
+            if value is not None:
+                return b'"' + value.encode("ascii") + b'"'
         return None
 
     def is_past(self, record: Mapping[str, Any]) -> bool:
@@ -149,6 +155,11 @@ class RecordFilter:
         when = record_time(record)
         # A difference, not `self.since - ORDER_SLACK`: that overflows for a `since` in the first minute of year 1.
         return when is not None and self.since - when > ORDER_SLACK
+
+
+def _plain(value: str) -> bool:
+    """True when JSON writes the string as is (so its bytes can be searched for)."""
+    return value.isascii() and value.isprintable() and '"' not in value and "\\" not in value
 
 
 def _choice(parameter: str, value: str | None, valid: Iterable[str]) -> str | None:

@@ -117,9 +117,16 @@ class Position:
 
 
 def tail(
-    path: Path, n: int, keep: Callable[[Record], bool], needle: bytes | None = None
+    path: Path,
+    n: int,
+    keep: Callable[[Record], bool],
+    needle: bytes | None = None,
+    past: Callable[[Record], bool] | None = None,
 ) -> tuple[list[Record], Position | None]:
-    """The last `n` records that `keep` accepts, oldest first, and the position a follower resumes from."""
+    """The last `n` records that `keep` accepts, oldest first, and the position a follower resumes from.
+
+    `past`: true for a record beyond which (going back in time) nothing can match, e.g. older than `--since`.
+    """
     position: Position | None = None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -136,7 +143,11 @@ def tail(
             if n > 0:
                 for line in _lines_newest_first(fd, last_newline, needle):
                     record = parse_line(line)
-                    if record is not None and keep(record):
+                    if record is None:
+                        continue
+                    if past is not None and past(record):
+                        return _done(found, position)
+                    if keep(record):
                         found.append(record)
                         if len(found) >= n:
                             break
@@ -144,10 +155,16 @@ def tail(
             os.close(fd)
     if len(found) < n:
         for record in _older_files_newest_first(path, position, needle):
+            if past is not None and past(record):
+                break
             if keep(record):
                 found.append(record)
                 if len(found) >= n:
                     break
+    return _done(found, position)
+
+
+def _done(found: list[Record], position: Position | None) -> tuple[list[Record], Position | None]:
     found.reverse()
     return found, position
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 
 from mcphost.activity.record import ActivityRecord
@@ -65,6 +66,7 @@ class ActivityLog:
         self._written = 0
         self._synced = 0
         self._syncing = False
+        self._flushing: anyio.Event | None = None  # the fsync the event loop's writers are waiting on
 
     def subscribe(self, listener: _Listener) -> None:
         self._listeners.append(listener)
@@ -108,8 +110,23 @@ class ActivityLog:
         seq = self.append(record)
         if seq is None:
             return False
-        if self.settings.fsync:
-            return await anyio.to_thread.run_sync(self.sync_through, seq)
+        if not self.settings.fsync:
+            return True
+        # One task at a time takes an fsync to a worker thread; the others wait for it and find themselves
+        # covered, so a burst of calls costs one thread round trip and one fsync, not one of each per call.
+        while self._synced < seq:
+            running = self._flushing
+            if running is not None:
+                await running.wait()
+                continue
+            self._flushing = done = anyio.Event()
+            try:
+                ok = await anyio.to_thread.run_sync(self.sync_through, self._written)
+            finally:
+                self._flushing = None
+                done.set()
+            if not ok:
+                return False
         return True
 
     def sync_through(self, seq: int) -> bool:
@@ -212,8 +229,10 @@ class ActivityLog:
 
     def _rotate_if_needed(self, fd: int, incoming: int) -> int:
         limit = self.settings.max_bytes
+        if limit <= 0:
+            return fd
         size = os.fstat(fd).st_size
-        if limit <= 0 or size == 0 or size + incoming <= limit:
+        if size == 0 or size + incoming <= limit:
             return fd
         # Records in the old file must be durable before it stops being the live one.
         if self.settings.fsync:

@@ -53,6 +53,18 @@ def run_list(args: argparse.Namespace) -> int:
     if args.limit < 0:
         usage_error(f"--limit: {args.limit} is negative; give how many records to show (0: all)")
     flt = filter_from(args)
+    if args.output == "json":
+        # Streamed, one record per line of the array: `--limit 0` over a big log never holds it all in memory,
+        # and the C encoder does the work.
+        records = matching_newest_first(log_path(args), flt)
+        write = sys.stdout.write
+        write("[")
+        for n, record in enumerate(records):
+            if args.limit and n >= args.limit:
+                break
+            write(("\n" if n == 0 else ",\n") + json.dumps(record, ensure_ascii=False))
+        write("\n]\n")
+        return 0
     page = select(log_path(args), flt, args.limit or None)
     if args.output != "table":
         _print(page.records, args.output)

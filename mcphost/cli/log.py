@@ -30,7 +30,7 @@ def run_tail(args: argparse.Namespace) -> int:
         usage_error(f"-n: {args.lines} is negative; give how many records to show (0: none, only follow)")
     flt = filter_from(args)
     path = log_path(args)
-    records, position = tail(path, args.lines, flt.matches, flt.needle())
+    records, position = tail(path, args.lines, flt.matches, flt.needle(), flt.is_past)
     plain = ascii_only()
 
     def emit(record: Record) -> None:

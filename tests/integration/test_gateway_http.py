@@ -8,6 +8,7 @@ import stat
 import sys
 
 import anyio
+import anyio.to_thread
 import httpx2
 
 from tests.helpers import PROBE, Sandbox, agent, daemon, error_of, http_agent, text_of
@@ -60,8 +61,7 @@ async def test_discovery_file_is_private_and_removed_on_exit(sandbox: Sandbox) -
         assert mode == 0o600
         assert stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
         d.process.terminate()
-        with anyio.fail_after(15):
-            await d.process.wait()
+        await anyio.to_thread.run_sync(d.process.wait, 15)
     assert not list((sandbox.root / "run").glob("daemon-*.json"))
 
 

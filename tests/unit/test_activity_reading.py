@@ -234,3 +234,35 @@ def test_a_follower_started_before_the_log_exists_sees_records_even_if_it_rotate
     assert len(list(tmp_path.glob("activity.jsonl.*"))) > 3
     assert [r["details"]["seq"] for r in follower.poll()] == list(range(40))
     follower.close()
+
+
+def test_tail_with_since_stops_reading_at_the_time_bound(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    old = [call("read", i) for i in range(500)]
+    for record in old:
+        record["timestamp"] = (datetime.now(UTC) - timedelta(days=3)).isoformat()
+    write(path, [*old, call("read", 900), call("read", 901)])
+    flt = parse_filter({"since": "1h"})
+    looked_at: list[str] = []
+
+    def keep(record: dict[str, Any]) -> bool:
+        looked_at.append(record["tool"])
+        return flt.matches(record)
+
+    records, _ = tail(path, 20, keep, flt.needle(), flt.is_past)
+    assert [r["tool"] for r in records] == ["t900", "t901"]
+    assert looked_at == ["t901", "t900"], "nothing older than the bound was even considered"
+
+
+def test_the_prefilter_needle_skips_look_alikes_but_keeps_every_match() -> None:
+    read = call("read")
+    read["metadata"]["annotations"] = {"readOnlyHint": True}
+    needle = RecordFilter(intent_type="destructive").needle()
+    assert needle is not None
+    destructive_variant_only = {"metadata": {"intent": {"raw": "x"}, "tool_variant": "call_tool_destructive"}}
+    for record in (call("destructive"), destructive_variant_only):
+        assert needle in json.dumps(record).encode() and needle in json.dumps(record, separators=(",", ":")).encode()
+    look_alike = call("read")
+    look_alike["metadata"]["annotations"] = {"destructiveHint": False}
+    assert needle not in json.dumps(look_alike).encode()
+    assert RecordFilter(tool="add_task").needle() == b'"add_task"'
