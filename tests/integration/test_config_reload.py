@@ -150,3 +150,31 @@ async def test_a_burst_of_saves_ends_on_the_last_one(sandbox: Sandbox) -> None:
         await anyio.sleep(0.3)  # nothing later may come along and undo it
         assert records_of(sandbox, "config_reload")[-1]["details"]["sha256"] == last
         assert error_of(await client.call_tool("call_tool_write", call))["code"] == "PERMISSION_DENIED"
+
+
+async def test_a_call_under_way_finishes_on_the_upstream_it_started_on_while_a_change_restarts_it(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config(BASE + sandbox.probe_server())
+    started, gate = sandbox.root / "started", sandbox.root / "gate"
+    async with daemon(sandbox) as d, http_agent(d.url, d.headers) as client:
+        who = {"name": "probe:whoami", "intent": intent("read")}
+        old_pid = json.loads(text_of(await client.call_tool("call_tool_read", who)))["pid"]
+        slow_result: list[Any] = []
+
+        async def slow_call() -> None:
+            args = {"started": str(started), "gate": str(gate)}
+            call = {"name": "probe:slow", "args": args, "intent": intent("read")}
+            slow_result.append(await client.call_tool("call_tool_read", call))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call)
+            await wait_for(started.exists, "the slow call to reach the upstream")
+            sandbox.write_config(BASE + sandbox.probe_server(extra="call_timeout = 120"))
+            reload = await wait_for(lambda: records_of(sandbox, "config_reload"), "the reload")
+            assert reload[0]["details"]["servers_restarted"] == ["probe"]
+            new_pid = json.loads(text_of(await client.call_tool("call_tool_read", who)))["pid"]
+            assert new_pid != old_pid, "new calls go to the restarted server"
+            gate.touch()
+        assert not slow_result[0].is_error, text_of(slow_result[0])
+        assert json.loads(text_of(slow_result[0]))["pid"] == old_pid, "the call finished where it started"

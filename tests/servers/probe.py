@@ -70,6 +70,12 @@ def _tools() -> list[types.Tool]:
         types.Tool(name="crash", description="Exit the server process in the middle of the call", input_schema=OBJECT),
         types.Tool(name="fail", description="Answer with a tool error", input_schema=OBJECT),
         types.Tool(name="whoami", description="Report the Authorization header and env seen", input_schema=OBJECT),
+        types.Tool(
+            name="slow",
+            description="Touch the file `started`, then answer once the file `gate` exists",
+            input_schema={"type": "object", "properties": {"started": {"type": "string"}, "gate": {"type": "string"}}},
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        ),
     ]
 
 
@@ -92,6 +98,13 @@ async def on_call_tool(
         Path(path).write_text(json.dumps(state), encoding="utf-8")
         await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(text="changed")])
+    if params.name == "slow":
+        Path(args["started"]).touch()
+        with anyio.fail_after(30):
+            # The gate is a file another process creates: there is no event to wait on.
+            while not Path(args["gate"]).exists():  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps({"pid": os.getpid()}))])
     if params.name == "whoami":
         request = ctx.request
         auth = request.headers.get("authorization") if request is not None else None
