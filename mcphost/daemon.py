@@ -6,6 +6,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import anyio
@@ -31,10 +32,7 @@ def log_settings(loaded: LoadedConfig) -> LogSettings:
 
 
 def error_details(error: ConfigError) -> dict[str, Any]:
-    return {
-        "file": str(error.file),
-        "errors": [{"path": i.path, "message": i.message, "line": i.line, "column": i.column} for i in error.issues],
-    }
+    return {"file": str(error.file), "errors": [asdict(issue) for issue in error.issues]}
 
 
 class Host:

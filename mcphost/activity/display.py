@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from mcphost.activity.query import intent_type, record_time
@@ -213,7 +212,3 @@ def to_yaml(value: Any) -> str:
     import yaml  # only `-o yaml` pays for the import
 
     return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
-
-
-def iso_or_none(when: datetime | None) -> str | None:
-    return when.isoformat() if when else None

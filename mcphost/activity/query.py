@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mcphost.activity.ids import id_time_ms
 from mcphost.activity.reader import Record, records_newest_first
 
 INTENT_TYPES = ("read", "write", "destructive")
@@ -219,7 +220,7 @@ def select(path: Path, flt: RecordFilter, limit: int | None, cursor: str | None 
     """
     records: list[Record] = []
     seen_cursor = cursor is None
-    cursor_time = _id_time(cursor) if cursor else None
+    cursor_time = id_time_ms(cursor) if cursor else None
     for record in matching_newest_first(path, flt):
         if not seen_cursor:
             if record.get("id") == cursor:
@@ -230,7 +231,7 @@ def select(path: Path, flt: RecordFilter, limit: int | None, cursor: str | None 
             if not (
                 isinstance(record_id, str)
                 and cursor_time is not None
-                and (_id_time(record_id) or 0) < cursor_time - ORDER_SLACK.total_seconds() * 1000
+                and (id_time_ms(record_id) or 0) < cursor_time - ORDER_SLACK.total_seconds() * 1000
             ):
                 continue
             seen_cursor = True
@@ -243,26 +244,10 @@ def select(path: Path, flt: RecordFilter, limit: int | None, cursor: str | None 
     return Page(records, str(last_id) if more and last_id is not None else None)
 
 
-_CROCKFORD = {c: i for i, c in enumerate("0123456789ABCDEFGHJKMNPQRSTVWXYZ")}
-
-
-def _id_time(record_id: str) -> int | None:
-    """Milliseconds since the epoch encoded in a ULID, or None for an id of another shape."""
-    if len(record_id) != 26:
-        return None
-    value = 0
-    for char in record_id[:10].upper():
-        digit = _CROCKFORD.get(char)
-        if digit is None:
-            return None
-        value = value * 32 + digit
-    return value
-
-
-def validate_cursor(cursor: str | None) -> str | None:
+def parse_cursor(cursor: str | None) -> str | None:
     if cursor is None or cursor == "":
         return None
-    if _id_time(cursor) is None:
+    if id_time_ms(cursor) is None:
         raise FilterError("cursor", "not a cursor this endpoint returned (expected a record id)")
     return cursor.upper()  # ULIDs are case-insensitive; ours are written upper case
 
@@ -278,15 +263,7 @@ class Summary:
     last: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "by_intent": self.by_intent,
-            "by_status": self.by_status,
-            "by_server": self.by_server,
-            "by_type": self.by_type,
-            "first": self.first,
-            "last": self.last,
-        }
+        return asdict(self)
 
 
 def summarize(records: Iterable[Mapping[str, Any]]) -> Summary:

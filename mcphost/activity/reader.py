@@ -92,14 +92,22 @@ def records_newest_first(path: Path, needle: bytes | None = None) -> Iterator[Re
 
     `needle`: bytes every wanted record's line contains; lines without it are not even parsed.
     """
-    for file in log_files(path):
+    return _files_newest_first(log_files(path), needle)
+
+
+def _files_newest_first(
+    files: list[Path], needle: bytes | None, skip: tuple[int, int] | None = None
+) -> Iterator[Record]:
+    for file in files:
         try:
             fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             continue  # rotated away between listing and opening
         try:
-            end = os.fstat(fd).st_size
-            for line in _lines_newest_first(fd, end, needle):
+            stat = os.fstat(fd)
+            if (stat.st_dev, stat.st_ino) == skip:
+                continue
+            for line in _lines_newest_first(fd, stat.st_size, needle):
                 record = parse_line(line)
                 if record is not None:
                     yield record
@@ -154,7 +162,9 @@ def tail(
         finally:
             os.close(fd)
     if len(found) < n:
-        for record in _older_files_newest_first(path, position, needle):
+        # The file read as the live one above may have been rotated meanwhile: skip it under its new name.
+        skip = (position.dev, position.ino) if position is not None else None
+        for record in _files_newest_first([f for f in log_files(path) if f != path], needle, skip):
             if past is not None and past(record):
                 break
             if keep(record):
@@ -167,26 +177,6 @@ def tail(
 def _done(found: list[Record], position: Position | None) -> tuple[list[Record], Position | None]:
     found.reverse()
     return found, position
-
-
-def _older_files_newest_first(path: Path, position: Position | None, needle: bytes | None) -> Iterator[Record]:
-    for file in log_files(path):
-        if file == path:
-            continue
-        try:
-            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue
-        try:
-            stat = os.fstat(fd)
-            if position is not None and (stat.st_dev, stat.st_ino) == (position.dev, position.ino):
-                continue  # rotated since we read it as the live file
-            for line in _lines_newest_first(fd, stat.st_size, needle):
-                record = parse_line(line)
-                if record is not None:
-                    yield record
-        finally:
-            os.close(fd)
 
 
 def _last_newline(fd: int, end: int) -> int:

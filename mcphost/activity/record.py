@@ -2,42 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import threading
-import time
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-_last_id = [0, 0]  # (ms, random part) of this process's last id
-_id_lock = threading.Lock()
-
-
-def new_record_id(now_ms: int | None = None) -> str:
-    """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by time as strings.
-
-    Monotonic within a process: a second id in the same millisecond is the first plus one, so the records one
-    process writes sort in the order it wrote them (readers use ids as cursors).
-    """
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    with _id_lock:
-        if now_ms is None and ms <= _last_id[0]:
-            ms, rand = _last_id[0], (_last_id[1] + 1) & ((1 << 80) - 1)
-        else:
-            rand = int.from_bytes(os.urandom(10), "big")
-        if now_ms is None:
-            _last_id[0], _last_id[1] = ms, rand
-    value = (ms << 80) | rand
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+from mcphost.activity.ids import new_record_id as new_record_id  # re-exported: records are made here
 
 
 def utc_now() -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from mcphost.activity.reader import rotated_path
 from mcphost.activity.record import ActivityRecord
 
 logger = logging.getLogger(__name__)
@@ -45,10 +46,6 @@ class LogSettings:
     fsync: bool = True
     max_bytes: int = 0  # 0: never rotate
     keep: int = 5
-
-
-def rotated_path(path: Path, n: int) -> Path:
-    return path.with_name(f"{path.name}.{n}")
 
 
 class ActivityLog:

@@ -17,8 +17,6 @@ FLAG_FOR = {
     "tool": "--tool",
     "type": "--type",
     "since": "--since",
-    "limit": "--limit",
-    "cursor": "--cursor",
 }
 
 

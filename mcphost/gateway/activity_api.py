@@ -13,8 +13,15 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from mcphost.activity.query import FILTER_PARAMETERS, FilterError, Page, parse_filter, parse_limit, select
-from mcphost.activity.query import validate_cursor as parse_cursor
+from mcphost.activity.query import (
+    FILTER_PARAMETERS,
+    FilterError,
+    Page,
+    parse_cursor,
+    parse_filter,
+    parse_limit,
+    select,
+)
 
 API_PATH = "/api/v1/activity"
 QUERY_PARAMETERS = (*FILTER_PARAMETERS, "limit", "cursor")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import Sandbox
-from tests.helpers import mcphost as mcphost
+from tests.helpers import Sandbox, mcphost
 
 
 def test_new_user_with_no_config_gets_the_todo_server(sandbox: Sandbox) -> None:
