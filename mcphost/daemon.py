@@ -14,9 +14,13 @@ import anyio.abc
 
 from mcphost.activity.record import ActivityRecord, RecordType
 from mcphost.activity.writer import ActivityLog, LogSettings
+from mcphost.approval import Approvals
 from mcphost.config import ConfigError, LoadedConfig
 from mcphost.config.diff import ConfigDiff, diff_configs
+from mcphost.config.state import state_path
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
+from mcphost.editor.broker import PermissionBroker
+from mcphost.editor.grants import GrantStore
 from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
 from mcphost.upstream.manager import UpstreamManager
@@ -24,6 +28,8 @@ from mcphost.upstream.manager import UpstreamManager
 logger = logging.getLogger(__name__)
 
 ConfigListener = Callable[[LoadedConfig, LoadedConfig, ConfigDiff], None]
+# "config" (a save was applied), "config_error" (a save was rejected), "upstream" (a server's state changed)
+HostListener = Callable[[str], None]
 
 
 def log_settings(loaded: LoadedConfig) -> LogSettings:
@@ -50,13 +56,27 @@ class Host:
         self._watcher: ConfigWatcher | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._config_listeners: list[ConfigListener] = []
+        self._listeners: list[HostListener] = []
         self.activity = ActivityLog(activity_log_path(), log_settings(loaded))
         self.upstreams = UpstreamManager(on_event=self._on_upstream_event)
+        self.broker = PermissionBroker()
+        self.grants = GrantStore(state_path())
+        self.approvals = Approvals(self.broker, self.grants)
         # Each call reads `self.loaded` once when it starts, so swapping it is the whole of an atomic reload.
-        self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity)
+        self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity, self.approvals)
 
     def on_config_change(self, listener: ConfigListener) -> None:
         self._config_listeners.append(listener)
+
+    def on_event(self, listener: HostListener) -> None:
+        self._listeners.append(listener)
+
+    def _emit(self, kind: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(kind)
+            except Exception:
+                logger.exception("host listener failed")
 
     def _servers(self) -> dict[str, Any]:
         servers = self.loaded.config.enabled_servers()
@@ -65,7 +85,10 @@ class Host:
         return servers
 
     def _on_upstream_event(self, kind: str, server: str, details: dict[str, Any]) -> None:
+        if kind == RecordType.ANNOTATIONS_CHANGED.value:
+            self.approvals.note_annotation_change(server, details["tool"], details.get("old"), details.get("new"))
         self.activity.append(ActivityRecord(type=kind, server=server, tool=details.get("tool"), details=details))
+        self._emit("upstream")
 
     # ---- config reload
 
@@ -104,6 +127,7 @@ class Host:
                 listener(old, new, diff)
             except Exception:
                 logger.exception("config listener failed")
+        self._emit("config")
         return diff
 
     def _reject(self, error: ConfigError, sha256: str | None = None) -> None:
@@ -115,6 +139,7 @@ class Host:
             file=sys.stderr,
             flush=True,
         )
+        self._emit("config_error")
 
     # ---- life cycle
 

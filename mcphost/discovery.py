@@ -13,7 +13,7 @@ from mcphost import __version__
 from mcphost.paths import ensure_private_dir, runtime_dir
 
 
-def write(*, url: str, token: str, config_path: str) -> Path:
+def write(*, url: str, token: str, config_path: str, editor_socket: str | None = None) -> Path:
     directory = ensure_private_dir(runtime_dir())
     path = directory / f"daemon-{os.getpid()}.json"
     info: dict[str, Any] = {
@@ -22,6 +22,7 @@ def write(*, url: str, token: str, config_path: str) -> Path:
         "started_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "mcp": {"url": url, "headers": {"Authorization": f"Bearer {token}"}},
         "config_path": config_path,
+        "editor_socket": editor_socket,
     }
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -54,6 +55,21 @@ def running() -> list[dict[str, Any]]:
         else:
             remove(path)
     return found
+
+
+def for_config(config_path: Path) -> dict[str, Any] | None:
+    """The running daemon serving this config file (the newest, if several), for `mcphost mcp` to relay to."""
+    wanted = _same_file_key(config_path)
+    matching = [info for info in running() if _same_file_key(Path(str(info.get("config_path", "")))) == wanted]
+    matching.sort(key=lambda info: str(info.get("started_at", "")))
+    return matching[-1] if matching else None
+
+
+def _same_file_key(path: Path) -> str:
+    try:
+        return str(path.expanduser().resolve())
+    except OSError:
+        return str(path)
 
 
 def _alive(pid: int) -> bool:

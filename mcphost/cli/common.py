@@ -16,6 +16,8 @@ def setup_logging(verbose: int) -> None:
     # stderr only: stdout of `mcphost mcp` carries the protocol and nothing else.
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="mcphost: %(levelname)s %(name)s: %(message)s")
+    # pygls logs every message it sends at INFO, tokens in `mcphost/status` included: keep it quiet.
+    logging.getLogger("pygls").setLevel(max(level, logging.WARNING))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

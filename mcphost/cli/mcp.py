@@ -1,18 +1,48 @@
-"""`mcphost mcp`: serve the agent over stdio, for agents that spawn their MCP servers themselves."""
+"""`mcphost mcp`: serve one agent over stdio, for agents that spawn their MCP servers themselves.
+
+With a daemon running for the same config, the session is relayed to it, so prompts reach the person's
+editor; with none (or with --in-process), the gateway runs in this process.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from mcphost.cli.common import load_or_exit
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("mcp", parents=[parent], help="serve agents over MCP on stdio (in-process gateway)")
+    p = sub.add_parser(
+        "mcp", parents=[parent], help="serve an agent over MCP on stdio (relayed to a running daemon, if any)"
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the gateway in this process even when a daemon is running (its prompts then reach no editor)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcphost import discovery
+    from mcphost.paths import config_path
+
+    if not args.in_process:
+        target = discovery.for_config(config_path(args.config))
+        if target is not None:
+            from mcphost.gateway.relay import relay
+
+            mcp = target["mcp"]
+            print(f"mcphost: relaying to the daemon {target['pid']} at {mcp['url']}", file=sys.stderr, flush=True)
+            anyio.run(relay, mcp["url"], dict(mcp.get("headers") or {}))
+            return 0
+    return _in_process(args)
+
+
+def _in_process(args: argparse.Namespace) -> int:
     import anyio
 
     from mcphost.daemon import Host

@@ -1,4 +1,5 @@
-"""`mcphost serve`: the daemon, with the agent's MCP endpoint on 127.0.0.1 behind a bearer token."""
+"""`mcphost serve`: the daemon, with the agent's MCP endpoint on 127.0.0.1 behind a bearer token and the editor
+channel on an owner-only local socket (and on stdin/stdout with --stdio, when an editor spawned it)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from mcphost.cli.common import load_or_exit
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("serve", parents=[parent], help="run the daemon: agent MCP endpoint over HTTP on 127.0.0.1")
+    p = sub.add_parser(
+        "serve",
+        parents=[parent],
+        help="run the daemon: agent MCP endpoint over HTTP on 127.0.0.1, editor channel on a local socket",
+    )
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: [daemon] port, 0 = any free)")
+    p.add_argument(
+        "--stdio",
+        action="store_true",
+        help="also speak the editor channel on stdin/stdout (for an editor that spawns the daemon); "
+        "the daemon exits when the editor closes it",
+    )
     p.set_defaults(func=run)
 
 
@@ -20,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     from mcphost.daemon import Host
+    from mcphost.editor.channel import EditorHub
+    from mcphost.editor.protocol import McpEndpoint
     from mcphost.gateway.http_app import MCP_PATH
     from mcphost.gateway.http_server import bind_loopback, serve_http
 
@@ -37,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with Host(loaded, watch=True) as host:
-            await serve_http(host, sock, token, url)
+            hub = EditorHub(host, McpEndpoint(url=url, headers={"Authorization": f"Bearer {token}"}))
+            async with hub.listening() as editor_socket:
+                until = hub.serve_stdio if args.stdio else None
+                await serve_http(host, sock, token, url, editor_socket=editor_socket, until=until)
 
     anyio.run(main)
     return 0

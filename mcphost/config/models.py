@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mcphost.policy import Action, NoEditor, Policy
+from mcphost.policy import Action, NoEditor, Policy, Remember
 
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -36,8 +36,29 @@ class PermissionsConfig(StrictModel):
         default=NoEditor.DENY, description="ask/confirm with nobody attached to answer: deny, or elicit via MCP."
     )
 
+    remember_read: Remember = Field(
+        default=Remember.ALWAYS, description="The longest a person's approval of a read call may be remembered."
+    )
+    remember_write: Remember = Field(
+        default=Remember.ALWAYS, description="The longest a person's approval of a write call may be remembered."
+    )
+    remember_destructive: Remember = Field(
+        default=Remember.SESSION,
+        description='The longest a person\'s approval of a destructive call may be remembered: "always" only '
+        "when you set it here.",
+    )
+
     def to_policy(self) -> Policy:
-        return Policy(self.read, self.write, self.destructive, self.prompt_timeout, self.no_editor)
+        return Policy(
+            self.read,
+            self.write,
+            self.destructive,
+            self.prompt_timeout,
+            self.no_editor,
+            self.remember_read,
+            self.remember_write,
+            self.remember_destructive,
+        )
 
 
 class AnnotationOverride(StrictModel):

@@ -27,6 +27,8 @@ write = "ask"
 destructive = "confirm"
 prompt_timeout = 300          # seconds a prompt waits; then the call ends as expired
 no_editor = "deny"            # ask/confirm with no editor attached: "deny", or "elicit" (ask through the agent)
+remember_write = "always"     # the longest a person's "allow" may be remembered: once | session | always
+remember_destructive = "session"  # "always" for destructive calls only if you set it here
 
 # The bundled demo server: a todo list in the data dir. Remove it when you have your own servers.
 [servers.todo]

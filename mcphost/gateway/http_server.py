@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import FrameType
 
@@ -35,7 +36,16 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-async def serve_http(host: Host, sock: socket.socket, token: str, url: str) -> None:
+async def serve_http(
+    host: Host,
+    sock: socket.socket,
+    token: str,
+    url: str,
+    *,
+    editor_socket: Path | None = None,
+    until: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve agents until a signal, or until `until` returns (`serve --stdio`: the editor closed the channel)."""
     port = sock.getsockname()[1]
     app = build_http_app(build_server(host.gateway), token, port, activity_path=host.activity.path)
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
@@ -50,12 +60,30 @@ async def serve_http(host: Host, sock: socket.socket, token: str, url: str) -> N
             if server.should_exit:
                 return
             await anyio.sleep(0.01)
-        announced.append(discovery.write(url=url, token=token, config_path=str(host.loaded.path)))
+        announced.append(
+            discovery.write(
+                url=url,
+                token=token,
+                config_path=str(host.loaded.path),
+                editor_socket=str(editor_socket) if editor_socket else None,
+            )
+        )
         print(f"mcphost: agent endpoint {url}", file=sys.stderr)
         print(f"mcphost: bearer token in {announced[0]}", file=sys.stderr, flush=True)
+        if editor_socket:
+            print(f"mcphost: editors attach at {editor_socket} (try `mcphost approve`)", file=sys.stderr, flush=True)
+
+    async def stop_when_done() -> None:
+        assert until is not None
+        try:
+            await until()
+        finally:
+            server.should_exit = True
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(announce_when_listening)
+        if until is not None:
+            tg.start_soon(stop_when_done)
         try:
             await server.serve(sockets=[sock])
         finally:

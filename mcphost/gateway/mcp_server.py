@@ -14,6 +14,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcphost import __version__
+from mcphost.approval import Elicit
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
@@ -28,6 +29,9 @@ INSTRUCTIONS = (
 )
 
 _VARIANTS = {variant.value: variant for variant in ToolVariant}
+# Sent by `mcphost mcp` when it relays to a daemon: one agent process is one session, whatever the protocol
+# version's idea of sessions.
+RELAY_SESSION_HEADER = "x-mcphost-relay-session"
 
 
 def error_result(err: GatewayError) -> types.CallToolResult:
@@ -69,7 +73,7 @@ class _Sessions:
         if transport_id:
             return str(transport_id)
         if ctx.request is not None:
-            header = ctx.request.headers.get("mcp-session-id")
+            header = ctx.request.headers.get("mcp-session-id") or ctx.request.headers.get(RELAY_SESSION_HEADER)
             if header:
                 return str(header)
         if connection is None or getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
@@ -89,7 +93,22 @@ class _Sessions:
         info = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
         if info is not None:
             client = f"{info.name} {info.version}".strip()
-        return CallContext(session_id=self.session_id(ctx), client=client)
+        return CallContext(session_id=self.session_id(ctx), client=client, elicit=_elicitation(ctx))
+
+
+def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
+    """A yes/no question through the agent's client, when that client declared form elicitation."""
+    capabilities = getattr(ctx.session, "client_capabilities", None)
+    if capabilities is None or getattr(capabilities, "elicitation", None) is None:
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def ask(message: str, schema: dict[str, Any]) -> bool:
+        result = await session.elicit_form(message, schema, related_request_id=request_id)
+        content = result.content or {}
+        return result.action == "accept" and content.get("approve") is True
+
+    return ask
 
 
 def build_server(gateway: Gateway, *, stdio: bool = False) -> Server[Any]:

@@ -18,7 +18,6 @@ import mcp_types as types
 from mcphost.activity.capture import capture_arguments, capture_response, response_text
 from mcphost.activity.record import (
     ActivityRecord,
-    Decision,
     ErrorInfo,
     RecordIntent,
     RecordMetadata,
@@ -28,7 +27,9 @@ from mcphost.activity.record import (
     utc_now,
 )
 from mcphost.activity.writer import ActivityLog
+from mcphost.approval import Approvals, CallFacts, Elicit
 from mcphost.config import LoadedConfig, effective_annotations
+from mcphost.editor.grants import tool_fingerprint
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
 from mcphost.intent import (
@@ -41,7 +42,6 @@ from mcphost.intent import (
     raw_intent,
     recommended_variant,
 )
-from mcphost.policy import Action, DecidedBy, decide
 from mcphost.upstream.connection import State, UpstreamCallFailed, UpstreamServer, UpstreamTool, UpstreamUnavailable
 from mcphost.upstream.index import closest_names
 from mcphost.upstream.manager import UpstreamManager
@@ -59,6 +59,7 @@ class CallContext:
 
     session_id: str | None = None
     client: str | None = None
+    elicit: Elicit | None = None  # set when the agent's client declared elicitation
 
 
 @dataclass(slots=True)
@@ -155,10 +156,12 @@ class Gateway:
         config: Callable[[], LoadedConfig],
         upstreams: UpstreamManager,
         activity: ActivityLog,
+        approvals: Approvals,
     ) -> None:
         self._config = config
         self.upstreams = upstreams
         self.activity = activity
+        self.approvals = approvals
 
     # ---- retrieve_tools
 
@@ -234,7 +237,8 @@ class Gateway:
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
                 record.metadata.annotations = annotations
-            record.metadata.call_with = recommended_variant(Annotations.from_mapping(annotations)).value
+            call_with = recommended_variant(Annotations.from_mapping(annotations)).value
+            record.metadata.call_with = call_with
             verdict = check_annotations(
                 variant,
                 upstream_tool.qualified,
@@ -242,9 +246,28 @@ class Gateway:
                 strict=loaded.config.intent_declaration.strict_server_validation,
             )
             outcome.warnings.extend(verdict.warnings)
-            record.decision, denial = self._authorize(loaded, variant, server, tool)
-            if denial is not None:
-                raise denial
+            authorization = await self.approvals.authorize(
+                loaded,
+                CallFacts(
+                    variant=variant,
+                    server=server,
+                    tool=tool,
+                    intent=intent.to_dict(),
+                    annotations=annotations,
+                    call_with=call_with,
+                    fingerprint=tool_fingerprint(upstream_tool.description, upstream_tool.input_schema, annotations),
+                    arguments=record.arguments,
+                    arguments_preview=record.arguments_preview,
+                    warnings=list(outcome.warnings),
+                    session_id=ctx.session_id,
+                    client=ctx.client,
+                ),
+                ctx.elicit,
+            )
+            record.decision = authorization.decision
+            outcome.warnings.extend(authorization.warnings)
+            if authorization.error is not None:
+                raise authorization.error
             outcome.result = await self._forward(upstream, tool, args)
             outcome.status = Status.ERROR if outcome.result.is_error else Status.SUCCESS
             answer = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -320,37 +343,6 @@ class Gateway:
             f"Tool '{qualified}' not found. " + _suggest(qualified, candidates),
             {"variant": variant.value, "tool": qualified, "closest_matches": matches},
         )
-
-    def _authorize(
-        self, loaded: LoadedConfig, variant: ToolVariant, server: str, tool: str
-    ) -> tuple[Decision, GatewayError | None]:
-        """The policy's decision for this call, and the error to end it with when the answer is no."""
-        policy = loaded.config.permissions.to_policy()
-        decision = decide(policy, variant, server, tool)
-        key = f"permissions.{variant.operation.value}"
-        details = {"variant": variant.value, "tool": f"{server}:{tool}", "policy": decision.action.value}
-        if decision.action is Action.DENY:
-            return Decision(
-                by=DecidedBy.POLICY.value, action=decision.action.value, outcome="deny", rule=decision.rule
-            ), GatewayError(
-                ErrorCode.PERMISSION_DENIED,
-                f'Permission denied by policy: {key} = "deny" in {loaded.path}. '
-                f'Change it to "allow", "ask" or "confirm" to let {variant.value} calls through.',
-                {**details, "denied_by": DecidedBy.POLICY.value},
-            )
-        if decision.action.needs_person:
-            return Decision(
-                by=DecidedBy.NO_APPROVER.value, action=decision.action.value, outcome="deny", rule=decision.rule
-            ), GatewayError(
-                ErrorCode.NO_APPROVER,
-                f'{variant.value} needs approval ({key} = "{decision.action.value}") and nobody is attached to '
-                "answer: run `mcphost serve` and attach the VS Code extension or `mcphost approve`, or set "
-                f'{key} = "allow" in {loaded.path}.',
-                {**details, "denied_by": DecidedBy.NO_APPROVER.value},
-            )
-        return Decision(
-            by=DecidedBy.POLICY.value, action=decision.action.value, outcome="allow", rule=decision.rule
-        ), None
 
     async def _forward(self, upstream: UpstreamServer, tool: str, args: dict[str, Any]) -> types.CallToolResult:
         server = upstream.name

@@ -27,25 +27,31 @@ logger = logging.getLogger(__name__)
 MAX_LINE = 64 * 1024 * 1024
 
 
-def _is_pipe_or_socket(fd: int) -> bool:
+def is_pipe_or_socket(fd: int) -> bool:
     mode = os.fstat(fd).st_mode
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
-@asynccontextmanager
-async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
-    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys."""
-    if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)) or os.isatty(0):
-        async with stdio_server() as streams:
-            yield streams
-        return
-
-    loop = asyncio.get_running_loop()
+def claim_stdio() -> tuple[int, int]:
+    """Take fd 0 and 1 for a protocol: returns duplicates of them, and points 0 at /dev/null and 1 at stderr."""
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
+    return proto_in, proto_out
+
+
+@asynccontextmanager
+async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys."""
+    if not (is_pipe_or_socket(0) and is_pipe_or_socket(1)) or os.isatty(0):
+        async with stdio_server() as streams:
+            yield streams
+        return
+
+    loop = asyncio.get_running_loop()
+    proto_in, proto_out = claim_stdio()
     in_file = os.fdopen(proto_in, "rb", buffering=0)
     out_file = os.fdopen(proto_out, "wb", buffering=0)
 

@@ -1,0 +1,338 @@
+"""Who lets a call through: the policy, a remembered grant, or a person asked through the broker (or, with
+`no_editor = "elicit"`, through the agent's own MCP client). The gateway calls `Approvals.authorize` once per call
+that passed the intent check; the decision and the error to end the call with come back as plain data.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from mcphost.activity.record import Decision
+from mcphost.config import LoadedConfig
+from mcphost.editor.broker import BrokerResult, Outcome, PermissionBroker
+from mcphost.editor.grants import Grant, GrantStore
+from mcphost.editor.protocol import Answer, PermissionRequest, PromptIntent
+from mcphost.errors import ErrorCode, GatewayError
+from mcphost.intent import ToolVariant
+from mcphost.policy import Action, DecidedBy, NoEditor, Policy, Remember, clamp_remember, decide, remember_options
+
+logger = logging.getLogger(__name__)
+
+# Asks the agent's MCP client to put a yes/no question to its user; returns True for yes. None: not declared.
+Elicit = Callable[[str, dict[str, Any]], Awaitable[bool]]
+
+
+@dataclass(slots=True)
+class CallFacts:
+    """What a person needs to decide on one call (already redacted), and what grants are keyed on."""
+
+    variant: ToolVariant
+    server: str
+    tool: str
+    intent: dict[str, str]
+    annotations: dict[str, Any]
+    call_with: str
+    fingerprint: str
+    arguments: dict[str, Any] | None = None
+    arguments_preview: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    client: str | None = None
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.server}:{self.tool}"
+
+
+@dataclass(slots=True)
+class Authorization:
+    decision: Decision
+    error: GatewayError | None = None
+    warnings: list[str] = field(default_factory=list)  # for the record and the agent
+
+
+def _expires_at(seconds: float) -> str:
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Approvals:
+    def __init__(self, broker: PermissionBroker, grants: GrantStore) -> None:
+        self.broker = broker
+        self.grants = grants
+        # server:tool -> (old, new) annotations, from the upstream's own change notices; shown until a person
+        # has decided on the tool once since.
+        self._annotation_changes: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
+
+    def note_annotation_change(
+        self, server: str, tool: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        self._annotation_changes[f"{server}:{tool}"] = (old, new)
+
+    async def authorize(self, loaded: LoadedConfig, facts: CallFacts, elicit: Elicit | None = None) -> Authorization:
+        policy = loaded.config.permissions.to_policy()
+        verdict = decide(policy, facts.variant, facts.server, facts.tool)
+        key = f"permissions.{facts.variant.operation.value}"
+        details: dict[str, Any] = {
+            "variant": facts.variant.value,
+            "tool": facts.qualified,
+            "policy": verdict.action.value,
+        }
+
+        def decision(by: DecidedBy, outcome: str, **extra: Any) -> Decision:
+            return Decision(by=by.value, action=verdict.action.value, outcome=outcome, rule=verdict.rule, **extra)
+
+        if verdict.action is Action.DENY:
+            return Authorization(
+                decision(DecidedBy.POLICY, "deny"),
+                GatewayError(
+                    ErrorCode.PERMISSION_DENIED,
+                    f'Permission denied by policy: {key} = "deny" in {loaded.path}. '
+                    f'Change it to "allow", "ask" or "confirm" to let {facts.variant.value} calls through.',
+                    {**details, "denied_by": DecidedBy.POLICY.value},
+                ),
+            )
+        if verdict.action is Action.ALLOW:
+            return Authorization(decision(DecidedBy.POLICY, "allow"))
+
+        warnings: list[str] = []
+        found = self.grants.lookup(facts.session_id, facts.server, facts.tool, facts.variant.value, facts.fingerprint)
+        for stale in found.stale:
+            warnings.append(
+                f"a remembered approval ({stale.scope}) for {facts.qualified} was dropped: the tool's definition or "
+                "annotations changed since it was given"
+            )
+        if found.grant is not None:
+            grant = found.grant
+            return Authorization(
+                Decision(
+                    by=DecidedBy.GRANT.value,
+                    action=verdict.action.value,
+                    outcome="allow",
+                    rule=f"grant:{grant.scope}:{grant.id}",
+                    remember=grant.scope,
+                    approver=grant.approver,
+                ),
+                warnings=warnings,
+            )
+
+        changed = self._annotation_changes.get(facts.qualified)
+        if changed is not None:
+            warnings.append(
+                f"the server changed this tool's annotations since mcphost last saw them: {_hints(changed[0])} -> "
+                f"{_hints(changed[1])}"
+            )
+        options = remember_options(policy, facts.variant, facts.session_id is not None)
+        request = PermissionRequest(
+            id=uuid.uuid4().hex[:16],
+            variant=facts.variant.value,
+            operation=facts.variant.operation.value,
+            action="confirm" if verdict.action is Action.CONFIRM else "ask",
+            server=facts.server,
+            tool=facts.tool,
+            arguments=facts.arguments,
+            arguments_preview=facts.arguments_preview,
+            intent=PromptIntent(**facts.intent),
+            annotations=facts.annotations,
+            call_with=facts.call_with,
+            warnings=[*facts.warnings, *warnings],
+            expires_at=_expires_at(policy.prompt_timeout),
+            remember_options=options,
+            session_id=facts.session_id,
+            client=facts.client,
+        )
+
+        if not self.broker.approvers and policy.no_editor is NoEditor.ELICIT and elicit is not None:
+            return await self._elicit(policy, facts, request, elicit, verdict.action, warnings)
+
+        result = await self.broker.request(request, expires_in=policy.prompt_timeout)
+        if result.outcome is Outcome.ANSWERED:
+            self._annotation_changes.pop(facts.qualified, None)
+            return self._answered(result, facts, options, verdict.action, verdict.rule, warnings)
+        if result.outcome is Outcome.TIMEOUT:
+            return Authorization(
+                decision(DecidedBy.TIMEOUT, "expired", wait_ms=result.wait_ms),
+                GatewayError(
+                    ErrorCode.APPROVAL_TIMEOUT,
+                    f"Nobody answered the approval prompt for '{facts.qualified}' within "
+                    f"{policy.prompt_timeout:g} seconds ([permissions] prompt_timeout in {loaded.path}); the call "
+                    "was not made. Retry when the user is at their editor, or ask them to raise prompt_timeout.",
+                    {**details, "prompt_timeout": policy.prompt_timeout},
+                ),
+                warnings,
+            )
+        return Authorization(
+            decision(DecidedBy.NO_APPROVER, "deny", wait_ms=result.wait_ms or None),
+            no_approver_error(loaded, facts.variant, verdict.action, result.reason, details),
+            warnings,
+        )
+
+    def _answered(
+        self,
+        result: BrokerResult,
+        facts: CallFacts,
+        options: list[Remember],
+        action: Action,
+        rule: str,
+        warnings: list[str],
+    ) -> Authorization:
+        assert result.response is not None
+        response = result.response
+
+        def decided(outcome: str, remember: str | None = None) -> Decision:
+            return Decision(
+                by=DecidedBy.EDITOR.value,
+                action=action.value,
+                outcome=outcome,
+                rule=rule,
+                wait_ms=result.wait_ms,
+                remember=remember,
+                approver=result.approver,
+            )
+
+        if response.decision is Answer.DENY:
+            return Authorization(
+                decided("deny"),
+                GatewayError(
+                    ErrorCode.PERMISSION_DENIED,
+                    f"Permission denied by the user ({result.approver}): they did not approve this "
+                    f"{facts.variant.value} call to '{facts.qualified}'. Do not retry it as is; ask the user how "
+                    "to proceed.",
+                    {
+                        "variant": facts.variant.value,
+                        "tool": facts.qualified,
+                        "denied_by": DecidedBy.EDITOR.value,
+                        "approver": result.approver,
+                    },
+                ),
+                warnings,
+            )
+        remember = clamp_remember(response.remember, options)
+        if remember is not response.remember:
+            warnings.append(
+                f"remember '{response.remember.value}' is not allowed for this call ([permissions] "
+                f"remember_{facts.variant.operation.value}); remembered as '{remember.value}'"
+            )
+        if remember is not Remember.ONCE:
+            self.grants.add(
+                Grant(
+                    scope="session" if remember is Remember.SESSION else "always",
+                    server=facts.server,
+                    tool=facts.tool,
+                    variant=facts.variant.value,
+                    fingerprint=facts.fingerprint,
+                    session_id=facts.session_id if remember is Remember.SESSION else None,
+                    approver=result.approver,
+                )
+            )
+        return Authorization(decided("allow", remember.value), None, warnings)
+
+    async def _elicit(
+        self,
+        policy: Policy,
+        facts: CallFacts,
+        request: PermissionRequest,
+        elicit: Elicit,
+        action: Action,
+        warnings: list[str],
+    ) -> Authorization:
+        import time
+
+        import anyio
+
+        started = time.perf_counter()
+        message = elicitation_message(request)
+        schema = {
+            "type": "object",
+            "properties": {"approve": {"type": "boolean", "title": f"Allow {facts.variant.value} {facts.qualified}?"}},
+            "required": ["approve"],
+        }
+        answer: bool | None = None
+        try:
+            with anyio.move_on_after(policy.prompt_timeout):
+                answer = await elicit(message, schema)
+        except Exception as exc:
+            logger.info("elicitation for %s failed: %s", facts.qualified, exc)
+            answer = False
+        wait_ms = round((time.perf_counter() - started) * 1000, 3)
+        rule = f"permissions.no_editor = {policy.no_editor.value}"
+        details = {"variant": facts.variant.value, "tool": facts.qualified, "denied_by": DecidedBy.ELICITATION.value}
+        if answer is None:
+            return Authorization(
+                Decision(
+                    by=DecidedBy.TIMEOUT.value, action=action.value, outcome="expired", rule=rule, wait_ms=wait_ms
+                ),
+                GatewayError(
+                    ErrorCode.APPROVAL_TIMEOUT,
+                    f"Nobody answered the approval question for '{facts.qualified}' within "
+                    f"{policy.prompt_timeout:g} seconds; the call was not made. Retry when the user is there.",
+                    details,
+                ),
+                warnings,
+            )
+        outcome = "allow" if answer else "deny"
+        decided = Decision(
+            by=DecidedBy.ELICITATION.value,
+            action=action.value,
+            outcome=outcome,
+            rule=rule,
+            wait_ms=wait_ms,
+            remember=Remember.ONCE.value if answer else None,
+            approver="agent client (elicitation)",
+        )
+        if answer:
+            return Authorization(decided, None, warnings)
+        return Authorization(
+            decided,
+            GatewayError(
+                ErrorCode.PERMISSION_DENIED,
+                f"Permission denied by the user (asked through the agent's client): the {facts.variant.value} call "
+                f"to '{facts.qualified}' was not approved. Do not retry it as is; ask the user how to proceed.",
+                details,
+            ),
+            warnings,
+        )
+
+
+def no_approver_error(
+    loaded: LoadedConfig, variant: ToolVariant, action: Action, reason: str | None, details: dict[str, Any]
+) -> GatewayError:
+    key = f"permissions.{variant.operation.value}"
+    why = f" ({reason})" if reason else ""
+    return GatewayError(
+        ErrorCode.NO_APPROVER,
+        f'{variant.value} needs approval ({key} = "{action.value}") and nobody is attached to answer{why}: '
+        "open VS Code with the mcphost extension or run `mcphost approve` in a terminal, or set "
+        f'{key} = "allow" in {loaded.path}.',
+        {**details, "denied_by": DecidedBy.NO_APPROVER.value},
+    )
+
+
+def elicitation_message(request: PermissionRequest) -> str:
+    """The question put to the person through the agent's client: plain text, the agent's words quoted."""
+    import json
+
+    arguments = request.arguments_preview
+    if request.arguments is not None:
+        arguments = json.dumps(request.arguments, ensure_ascii=False)
+    lines = [
+        f"mcphost: the agent wants to run {request.operation.upper()} tool {request.server}:{request.tool}.",
+        f"Arguments: {arguments}",
+    ]
+    if request.intent.reason:
+        lines.append(f"The agent's reason (its own words): {json.dumps(request.intent.reason, ensure_ascii=False)}")
+    lines.extend(f"Warning: {w}" for w in request.warnings)
+    return "\n".join(lines)
+
+
+def _hints(annotations: dict[str, Any] | None) -> str:
+    if not annotations:
+        return "{}"
+    keys = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+    shown = {k: annotations[k] for k in keys if k in annotations}
+    return "{" + ", ".join(f"{k}: {str(v).lower()}" for k, v in shown.items()) + "}"

@@ -1,0 +1,105 @@
+"""`mcphost grants list|revoke`: the approvals a person asked mcphost to remember."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mcphost.cli.common import add_output_flag, fail, print_json
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("grants", parents=[parent], help="list and revoke remembered approvals")
+    actions = p.add_subparsers(dest="grants_command", metavar="ACTION", required=True)
+    ls = actions.add_parser("list", parents=[parent], help="remembered approvals: always (state file) and session")
+    add_output_flag(ls)
+    ls.set_defaults(func=run_list)
+    rv = actions.add_parser("revoke", parents=[parent], help="forget approvals: by id, by server:tool, or all")
+    rv.add_argument("target", nargs="*", metavar="ID|SERVER:TOOL", help="grant ids (from `grants list`) or tools")
+    rv.add_argument("--all", action="store_true", help="forget every remembered approval")
+    add_output_flag(rv)
+    rv.set_defaults(func=run_revoke)
+
+
+def _daemons() -> list[dict[str, Any]]:
+    from mcphost import discovery
+
+    return [d for d in discovery.running() if d.get("editor_socket")]
+
+
+async def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
+    """Each running daemon's answer; session grants exist only inside the daemons."""
+    import anyio
+
+    from mcphost.editor.client import NoDaemon, attached
+
+    answers = []
+    for info in _daemons():
+        try:
+            with anyio.fail_after(5):
+                async with attached(info, "mcphost grants") as client:
+                    answers.append({"pid": info.get("pid"), **(await client.request(method, params))})
+        except (NoDaemon, OSError, TimeoutError) as exc:
+            answers.append({"pid": info.get("pid"), "error": str(exc)})
+    return answers
+
+
+def run_list(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcphost.config.state import state_path
+    from mcphost.editor import protocol as p
+    from mcphost.editor.grants import read_always
+
+    grants: dict[str, dict[str, Any]] = {}
+    for answer in anyio.run(_ask_daemons, p.GRANTS_LIST, {}):
+        for grant in answer.get("grants", []):
+            grants.setdefault(grant["id"], {**grant, "daemon": answer["pid"]} if grant["scope"] == "session" else grant)
+    for grant in read_always(state_path()):
+        grants.setdefault(grant.id, grant.info().model_dump(mode="json", exclude_none=True))
+    listed = sorted(grants.values(), key=lambda g: (g["scope"], g["server"], g["tool"], g["variant"]))
+    if args.output == "json":
+        print_json({"grants": listed})
+        return 0
+    if not listed:
+        print("No remembered approvals.")
+        return 0
+    from mcphost.activity.display import safe
+
+    print(f"{'ID':<11} {'SCOPE':<8} {'TOOL':<32} {'VARIANT':<22} GRANTED")
+    for g in listed:
+        tool = safe(f"{g['server']}:{g['tool']}")
+        where = f"  (session {g['session_id']} in daemon {g['daemon']})" if g["scope"] == "session" else ""
+        print(f"{g['id']:<11} {g['scope']:<8} {tool:<32} {g['variant']:<22} {g['granted_at']}{where}")
+    return 0
+
+
+def run_revoke(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcphost.config.state import state_path
+    from mcphost.editor import protocol as p
+    from mcphost.editor.grants import revoke_in_file
+
+    if not args.target and not args.all:
+        fail("say which approvals to forget: grant ids, server:tool names, or --all (see `mcphost grants list`)", 2)
+    ids = [t for t in args.target if ":" not in t]
+    tools = [t for t in args.target if ":" in t]
+    revoked: dict[str, dict[str, Any]] = {}
+    requests = [{"ids": ids, "all": args.all}] + [{"tool": tool} for tool in tools]
+    for params in requests:
+        for answer in anyio.run(_ask_daemons, p.GRANTS_REVOKE, params):
+            for grant in answer.get("revoked", []):
+                revoked[grant["id"]] = grant
+        # The state file too: no daemon may be running, and `always` grants outlive daemons.
+        for grant in revoke_in_file(state_path(), ids, params.get("tool"), args.all):
+            revoked.setdefault(grant.id, grant.info().model_dump(mode="json", exclude_none=True))
+    if args.output == "json":
+        print_json({"revoked": list(revoked.values())})
+        return 0
+    if not revoked:
+        print("No remembered approval matched; see `mcphost grants list`.")
+        return 1
+    for grant in revoked.values():
+        print(f"revoked {grant['id']} ({grant['scope']}) {grant['server']}:{grant['tool']} {grant['variant']}")
+    return 0

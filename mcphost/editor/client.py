@@ -1,0 +1,140 @@
+"""The client side of the editor channel, for mcphost's own commands (`status`, `grants`, `approve`, `demo`):
+find a running daemon, attach to its editor socket like an editor does, and speak the same protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.client import JsonRPCClient
+from pygls.io_ import run_async
+from pygls.protocol import JsonRPCProtocol
+
+from mcphost import __version__, discovery
+from mcphost.editor import protocol as p
+from mcphost.editor.channel import dict_converter, socket_is_ours
+
+PromptHandler = Callable[[p.PermissionRequest], Awaitable[p.PermissionResponse]]
+
+
+class NoDaemon(Exception):
+    """No running daemon to attach to; the message says how to start one."""
+
+
+class ChannelClient(JsonRPCClient):
+    """A JSON-RPC client with LSP framing over the daemon's Unix socket."""
+
+    def __init__(self) -> None:
+        super().__init__(protocol_cls=JsonRPCProtocol, converter_factory=dict_converter)
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()
+
+    async def connect(self, path: Path) -> None:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        self._writer = writer
+        self.protocol.set_writer(writer)
+
+        async def read() -> None:
+            try:
+                await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                self.closed.set()
+                # Requests still waiting will never be answered: fail them instead of hanging.
+                for future in list(self.protocol._request_futures.values()):
+                    if not future.done():
+                        future.set_exception(ConnectionError("the daemon closed the editor channel"))
+
+        self._reader_task = asyncio.create_task(read())
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        return await asyncio.wrap_future(self.protocol.send_request(method, params))
+
+    async def initialize(self, name: str, *, approver: bool, activity: bool) -> None:
+        params = lsp.InitializeParams(
+            capabilities=lsp.ClientCapabilities(),
+            process_id=os.getpid(),
+            client_info=lsp.ClientInfo(name=name, version=__version__),
+            initialization_options={"approver": approver, "activity": activity},
+        )
+        await self.request(lsp.INITIALIZE, self.protocol._converter.unstructure(params))
+        self.protocol.notify(lsp.INITIALIZED, {})
+
+    async def close(self) -> None:
+        if self._writer is not None and not self.closed.is_set():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.request(lsp.SHUTDOWN), 2)
+                self.protocol.notify(lsp.EXIT)
+            self._writer.close()
+        self._stop_event.set()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader_task
+
+
+def pick_daemon(pid: int | None = None) -> dict[str, Any]:
+    """The daemon to attach to: the one with this pid, else the only one, else the newest (with a note)."""
+    daemons = [d for d in discovery.running() if d.get("editor_socket")]
+    if pid is not None:
+        daemons = [d for d in daemons if d.get("pid") == pid]
+        if not daemons:
+            raise NoDaemon(f"no running mcphost daemon has pid {pid}: see `mcphost status`")
+    if not daemons:
+        raise NoDaemon(
+            "no mcphost daemon is running: start one with `mcphost serve` (or open VS Code with the mcphost "
+            "extension, which starts one)"
+        )
+    daemons.sort(key=lambda d: str(d.get("started_at", "")))
+    return daemons[-1]
+
+
+@contextlib.asynccontextmanager
+async def attached(
+    info: dict[str, Any],
+    name: str,
+    *,
+    approver: bool = False,
+    activity: bool = False,
+    on_prompt: PromptHandler | None = None,
+    on_notification: Callable[[str, Any], None] | None = None,
+) -> AsyncIterator[ChannelClient]:
+    """Attach to a daemon from its discovery info; detach on exit."""
+    path = Path(str(info["editor_socket"]))
+    if not socket_is_ours(path):
+        raise NoDaemon(f"{path} is not an editor socket owned by you and closed to others; refusing to attach")
+    client = ChannelClient()
+    if on_prompt is not None:
+        handler = on_prompt
+
+        async def _prompt(params: Any) -> dict[str, Any]:
+            request = p.PermissionRequest.model_validate(params)
+            response = await handler(request)
+            return response.model_dump(mode="json")
+
+        client.feature(p.PERMISSION_REQUEST)(_prompt)
+
+    notify = on_notification or (lambda _method, _params: None)
+    for method in (p.ACTIVITY, p.STATUS):
+
+        def forward(params: Any, method: str = method) -> None:
+            notify(method, params)
+
+        client.feature(method)(forward)
+    try:
+        await client.connect(path)
+    except OSError as exc:
+        raise NoDaemon(f"cannot attach to the daemon at {path}: {exc.strerror or exc}") from None
+    try:
+        await client.initialize(name, approver=approver, activity=activity)
+        yield client
+    finally:
+        await client.close()
