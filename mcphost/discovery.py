@@ -53,8 +53,22 @@ def running() -> list[dict[str, Any]]:
             info["discovery_file"] = str(path)
             found.append(info)
         else:
+            _clean_after(info)
             remove(path)
     return found
+
+
+def _clean_after(info: dict[str, Any]) -> None:
+    """A killed daemon leaves its editor socket behind too; remove it (and its private dir, if it had one)."""
+    socket_path = info.get("editor_socket")
+    if not isinstance(socket_path, str):
+        return
+    path = Path(socket_path)
+    with contextlib.suppress(OSError):
+        if path.is_socket() and path.stat().st_uid == os.getuid():
+            path.unlink()
+            if path.parent.name.startswith("mcphost-") and path.parent != runtime_dir():
+                path.parent.rmdir()
 
 
 def for_config(config_path: Path) -> dict[str, Any] | None:
