@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
         p.add_argument(
             "--sensitivity", default=None, choices=[s.value for s in DataSensitivity], help="intent.data_sensitivity"
         )
+        p.add_argument(
+            "--in-process",
+            action="store_true",
+            help="call from this process even when a daemon is running (its prompts then reach no editor)",
+        )
         add_output_flag(p)
         p.set_defaults(func=run, variant=variant)
 
@@ -47,10 +52,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 def run(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcphost import discovery
     from mcphost.daemon import Host
     from mcphost.gateway.service import CallContext
+    from mcphost.paths import config_path
 
-    loaded = load_or_exit(args)
     variant: ToolVariant = args.variant
     intent: dict[str, Any] = {"operation_type": variant.operation.value}
     if args.sensitivity:
@@ -61,6 +67,17 @@ def run(args: argparse.Namespace) -> int:
     if args.args_json is not None:
         arguments["args_json"] = args.args_json
     server = args.name.partition(":")[0]
+
+    target = None if args.in_process else discovery.for_config(config_path(args.config))
+    if target is not None:
+        # Through the running daemon: its editors answer the prompts, its upstreams and grants serve the call.
+        print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
+        result = anyio.run(
+            _via_daemon, target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), variant, arguments
+        )
+        return _print_daemon_result(result, args.output)
+
+    loaded = load_or_exit(args)
 
     async def main() -> CallOutcome:
         # Only the named server is started: a one-shot call need not wait for the others.
@@ -82,6 +99,44 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_result(outcome.result, sys.stderr if outcome.result.is_error else sys.stdout)
     return 1 if outcome.result.is_error else 0
+
+
+async def _via_daemon(
+    url: str, headers: dict[str, str], variant: ToolVariant, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers=headers)
+    async with http, Client(streamable_http_client(url, http_client=http), cache=None) as client:
+        return await client.call_tool(variant.value, arguments)
+
+
+def _print_daemon_result(result: types.CallToolResult, output: str) -> int:
+    """The daemon's answer, printed as an in-process call's would be: warnings and errors on stderr."""
+    import mcp_types as types
+
+    from mcphost.gateway.mcp_server import WARNING_PREFIX
+
+    blocks = []
+    for block in result.content:
+        if isinstance(block, types.TextContent) and block.text.startswith(WARNING_PREFIX):
+            print(f"mcphost: warning: {block.text.removeprefix(WARNING_PREFIX)}", file=sys.stderr)
+        else:
+            blocks.append(block)
+    error = (result.structured_content or {}).get("error") if result.is_error else None
+    if isinstance(error, dict) and "code" in error:
+        if output == "json":
+            print_json({"error": error})
+        print(f"mcphost: {error['code']}: {error.get('message', '')}", file=sys.stderr)
+        return 1
+    result = result.model_copy(update={"content": blocks})
+    if output == "json":
+        print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+    else:
+        print_result(result, sys.stderr if result.is_error else sys.stdout)
+    return 1 if result.is_error else 0
 
 
 def print_result(result: types.CallToolResult, stream: Any) -> None:

@@ -32,6 +32,7 @@ _VARIANTS = {variant.value: variant for variant in ToolVariant}
 # Sent by `mcphost mcp` when it relays to a daemon: one agent process is one session, whatever the protocol
 # version's idea of sessions.
 RELAY_SESSION_HEADER = "x-mcphost-relay-session"
+WARNING_PREFIX = "mcphost warning: "
 
 
 def error_result(err: GatewayError) -> types.CallToolResult:
@@ -48,7 +49,7 @@ def outcome_result(outcome: CallOutcome) -> types.CallToolResult:
         result = outcome.result
     if outcome.warnings:
         # A warning the agent cannot see is no warning: it rides along as its own text block.
-        warning = types.TextContent(text="mcphost warning: " + "; ".join(outcome.warnings))
+        warning = types.TextContent(text=WARNING_PREFIX + "; ".join(outcome.warnings))
         result = result.model_copy(update={"content": [*result.content, warning]})
     return result
 
@@ -100,6 +101,10 @@ def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
     """A yes/no question through the agent's client, when that client declared form elicitation."""
     capabilities = getattr(ctx.session, "client_capabilities", None)
     if capabilities is None or getattr(capabilities, "elicitation", None) is None:
+        return None
+    if not getattr(ctx.session, "can_send_request", True):
+        # Declared, but this transport cannot carry a server-initiated request (2026-era stateless HTTP):
+        # asking would fail and read as the user's "no"; nobody can be asked, so the call ends as NO_APPROVER.
         return None
     session, request_id = ctx.session, ctx.request_id
 
