@@ -7,7 +7,7 @@ import os
 import sys
 
 from mcphost import __version__
-from mcphost.cli import activity, call, config, grants, log, mcp, serve, status, tools
+from mcphost.cli import activity, approve, call, config, demo, grants, log, mcp, serve, status, tools
 from mcphost.cli.common import setup_logging
 
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcphost {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (serve, mcp, status, call, tools, log, activity, config, grants):
+    for module in (serve, mcp, status, call, tools, log, activity, config, grants, approve, demo):
         module.register(sub, parent)
     return parser
 

@@ -27,11 +27,18 @@ class NoDaemon(Exception):
     """No running daemon to attach to; the message says how to start one."""
 
 
+class _ClientProtocol(JsonRPCProtocol):
+    def get_message_type(self, method: str) -> type[Any] | None:
+        # `$/cancelRequest` (a prompt withdrawn) must be read as typed CancelParams: pygls' cancel handling reads
+        # `params.id`, and a plain JSON-RPC protocol would hand it a dict.
+        return lsp.CancelNotification if method == lsp.CANCEL_REQUEST else None
+
+
 class ChannelClient(JsonRPCClient):
     """A JSON-RPC client with LSP framing over the daemon's Unix socket."""
 
     def __init__(self) -> None:
-        super().__init__(protocol_cls=JsonRPCProtocol, converter_factory=dict_converter)
+        super().__init__(protocol_cls=_ClientProtocol, converter_factory=dict_converter)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -50,7 +57,13 @@ class ChannelClient(JsonRPCClient):
                 self.closed.set()
                 # Requests still waiting will never be answered: fail them instead of hanging.
                 for future in list(self.protocol._request_futures.values()):
-                    if not future.done():
+                    if future.done():
+                        continue
+                    if isinstance(future, asyncio.Task):
+                        # The daemon's requests to us (prompts being answered) share this dict: their handler
+                        # tasks cannot take an exception (Task.set_exception raises); nobody waits for them now.
+                        future.cancel()
+                    else:
                         future.set_exception(ConnectionError("the daemon closed the editor channel"))
 
         self._reader_task = asyncio.create_task(read())

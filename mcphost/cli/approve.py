@@ -1,0 +1,116 @@
+"""`mcphost approve`: answer permission prompts in a terminal, attached to the daemon like an editor.
+
+Prompts are shown one at a time, in the order they came; answers are read from stdin line by line, so a pipe
+can drive it as well as a person. End of input (Ctrl-D) or Ctrl-C detaches; prompts still waiting then go to
+the other attached editors, or end as NO_APPROVER when there are none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import TYPE_CHECKING, Any
+
+from mcphost.cli.common import fail
+
+if TYPE_CHECKING:
+    from mcphost.editor.protocol import PermissionRequest
+    from mcphost.editor.terminal import Style
+    from mcphost.editor.terminal_approver import Script
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "approve",
+        parents=[parent],
+        help="answer permission prompts in this terminal (attaches to the running daemon like an editor)",
+        description="Attach to the running mcphost daemon as an approver and answer its permission prompts here. "
+        "Answers are read from stdin, one per line; end of input (Ctrl-D) or Ctrl-C detaches.",
+    )
+    p.add_argument("--pid", type=int, default=None, help="the daemon to attach to (see `mcphost status`)")
+    p.add_argument("--once", action="store_true", help="detach after one answered prompt")
+    p.add_argument(
+        "--auto",
+        choices=("allow", "deny"),
+        default=None,
+        help="answer without asking: allow (once) or deny; prompts that need a typed confirmation (destructive "
+        "calls) are still asked",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from mcphost.editor.client import NoDaemon, pick_daemon
+    from mcphost.editor.terminal import detect_style
+
+    try:
+        info = pick_daemon(args.pid)
+    except NoDaemon as exc:
+        fail(str(exc))
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    style = detect_style(sys.stdout)
+    script: Script | None = None
+    if args.auto is not None:
+        script = _auto_script(args.auto)
+    try:
+        return asyncio.run(_approve(info, style, once=args.once, script=script))
+    except NoDaemon as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        print("\nmcphost approve: detached (Ctrl-C)", flush=True)
+        return 0
+
+
+def _auto_script(answer: str) -> Script:
+    from mcphost.editor.terminal import needs_typed_confirmation
+
+    def script(request: PermissionRequest) -> str | None:
+        if answer == "allow" and needs_typed_confirmation(request):
+            return None  # a destructive call is never allowed unseen
+        return "once" if answer == "allow" else "deny"
+
+    return script
+
+
+async def _approve(info: dict[str, Any], style: Style, *, once: bool, script: Script | None) -> int:
+    import asyncio
+
+    from mcphost.editor import protocol as p
+    from mcphost.editor.client import attached
+    from mcphost.editor.terminal_approver import StdinLines, TerminalApprover
+
+    lines = StdinLines()
+    approver = TerminalApprover(sys.stdout, style, lines=lines, script=script, once=once, script_note="--auto")
+    lines.start(approver.wake)
+    async with attached(info, "mcphost approve", approver=True, activity=False, on_prompt=approver.ask) as client:
+        # The daemon handles messages in order: once it answers this, it has us down as an approver.
+        status = await client.request(p.STATUS)
+        approver.say(
+            f"mcphost approve: attached to the daemon {info.get('pid')} (config {status.get('config_path')}).\n"
+            "Waiting for permission prompts; end of input (Ctrl-D) or Ctrl-C detaches."
+        )
+        running = asyncio.ensure_future(approver.run())
+        gone = asyncio.ensure_future(client.closed.wait())
+        try:
+            done, _ = await asyncio.wait({running, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+            approver.stop()
+            await approver.drain()
+        if running not in done:
+            approver.say("mcphost approve: the daemon closed the editor channel (did it stop?); detached")
+            return 1
+        why = running.result()
+    if why == "eof":
+        approver.say("mcphost approve: end of input; detached")
+    elif why == "once":
+        approver.say("mcphost approve: one prompt answered (--once); detached")
+    return 0

@@ -1,0 +1,319 @@
+"""A permission prompt as a terminal shows it (`mcphost approve`, `mcphost demo`), and a typed answer as the daemon
+reads it. Pure: the request, a style and the time go in, text comes out; nothing here reads or writes a stream.
+
+Everything the agent or an upstream server chose (the tool's arguments, the agent's reason, its client name, the
+server's annotations) passes through `safe()`, so control characters and bidi overrides are shown escaped rather
+than acted on; the agent's free text sits behind a gutter (`│`) on lines mcphost starts, so it cannot pass itself
+off as mcphost's own lines. A destructive call gets a banner that cannot be missed and needs a typed
+confirmation (the tool's name, or `yes`), never a single key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from mcphost.activity.display import ASCII_ICONS, INTENT_ICONS, safe
+from mcphost.editor.protocol import Answer, PermissionRequest, PermissionResponse
+from mcphost.policy import Remember
+
+WIDTH = 100  # the widest line a prompt prints (agent text is wrapped or cut to fit)
+MAX_ARGUMENT_LINES = 24
+MAX_PREVIEW_CHARS = 600
+
+_RESET = "\x1b[0m"
+_BOLD = "\x1b[1m"
+_DIM = "\x1b[2m"
+_REVERSE = "\x1b[7m"
+_RED = "\x1b[31m"
+_YELLOW = "\x1b[33m"
+_GREEN = "\x1b[32m"
+
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+_LETTERS = {Remember.ONCE: "o", Remember.SESSION: "s", Remember.ALWAYS: "a"}
+_SCOPE_WORDS = {
+    "o": Remember.ONCE,
+    "once": Remember.ONCE,
+    "s": Remember.SESSION,
+    "session": Remember.SESSION,
+    "a": Remember.ALWAYS,
+    "always": Remember.ALWAYS,
+}
+_ALLOW_ONCE_WORDS = {"y", "yes", "allow"}
+_DENY_WORDS = {"d", "deny", "n", "no"}
+_SHORT_SCOPE = {Remember.ONCE: "this call", Remember.SESSION: "this agent session", Remember.ALWAYS: "good"}
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    color: bool = False  # ANSI colours and bold (a terminal that wants them)
+    ascii_only: bool = False  # the output cannot carry UTF-8: [W] for 📝, plain rules, agent text escaped to ASCII
+
+
+def detect_style(stream: TextIO) -> Style:
+    """Colour on a terminal (unless NO_COLOR or TERM=dumb); ASCII when the stream's encoding is not UTF-8."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return Style(color=color, ascii_only=encoding != "utf8")
+
+
+# ---- what kind of prompt
+
+
+def is_destructive(request: PermissionRequest) -> bool:
+    """The variant is destructive, or the server's annotations make the tool destructive whatever the variant."""
+    return request.operation == "destructive" or request.call_with == "call_tool_destructive"
+
+
+def needs_typed_confirmation(request: PermissionRequest) -> bool:
+    """Destructive calls, and whatever the policy says to `confirm`: the person types the tool's name or `yes`."""
+    return request.action == "confirm" or is_destructive(request)
+
+
+# ---- rendering
+
+
+def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | None = None, waiting: int = 0) -> str:
+    """The whole prompt, up to (not including) the question line (see `question`)."""
+    destructive = is_destructive(request)
+    lines: list[str] = []
+    if destructive:
+        rule = ("=" if style.ascii_only else "━") * WIDTH
+        banner = "  DESTRUCTIVE  this call may delete or overwrite data, possibly for good  "
+        mark = "!!" if style.ascii_only else "⚠"
+        lines.append(_paint(rule, style, _RED, _BOLD))
+        lines.append(_paint(f"{mark}{banner}{mark}", style, _RED, _BOLD, _REVERSE))
+        lines.append(_paint(rule, style, _RED, _BOLD))
+    else:
+        lines.append(_paint(("-" if style.ascii_only else "─") * WIDTH, style, _DIM))
+
+    icons = ASCII_ICONS if style.ascii_only else INTENT_ICONS
+    icon = icons.get(request.operation, "?")
+    title = f"{icon} {request.operation.upper()}  {_text(request.server, style)}:{_text(request.tool, style)}"
+    heading = f"{title}   via {_text(request.variant, style)}"
+    lines.append(_paint(heading, style, _BOLD, _RED) if destructive else _paint(heading, style, _BOLD))
+    queue = f"   ({waiting} more waiting after this one)" if waiting else ""
+    lines.append(_field("prompt", f"{_text(request.id, style)}{queue}"))
+    who = [_text(request.client, style, 60) if request.client else "an agent (it did not name its client)"]
+    if request.session_id:
+        who.append(f"session {_text(request.session_id, style, 40)}")
+    lines.append(_field("from", ", ".join(who)))
+
+    lines.append(_field("arguments", "(redacted: secrets replaced)" if _has_arguments(request) else "(none)"))
+    lines.extend(_gutter(_argument_lines(request, style), style))
+
+    intent = request.intent
+    if intent.reason:
+        lines.append(_field("reason", "the agent's own words, not checked by mcphost:"))
+        wrapped = textwrap.wrap(
+            _text(intent.reason, style), WIDTH - 8, break_long_words=True, break_on_hyphens=False
+        ) or [""]
+        lines.extend(_gutter(wrapped, style))
+    else:
+        lines.append(_field("reason", "(the agent gave none)"))
+    if intent.data_sensitivity:
+        lines.append(_field("data", f"{_text(intent.data_sensitivity, style, 20)}  (as the agent declared it)"))
+    else:
+        lines.append(_field("data", "(the agent did not declare its sensitivity)"))
+
+    hints = textwrap.wrap(_annotations(request.annotations, style), WIDTH - 14, break_on_hyphens=False) or [""]
+    lines.append(_field("annotations", hints[0]))
+    lines.extend(_field("", more) for more in hints[1:])
+    match = request.call_with == request.variant
+    verdict = "the agent's choice matches" if match else f"but the agent used {_text(request.variant, style)}"
+    recommendation = f"mcphost recommends {_text(request.call_with, style)} for this tool; {verdict}"
+    lines.append(_field("check", recommendation if match else _paint(recommendation, style, _YELLOW, _BOLD)))
+
+    warn = "!" if style.ascii_only else "⚠"
+    for warning in request.warnings:
+        text = f"{warn} {_text(warning, style, WIDTH * 2)}"
+        lines.append(_field("warning", _paint(text, style, _YELLOW, _BOLD)))
+    lines.append(_field("expires", _expiry(request.expires_at, now)))
+    if destructive:
+        lines.append(_paint(("=" if style.ascii_only else "━") * WIDTH, style, _RED, _BOLD))
+    return "\n".join(lines)
+
+
+def question(request: PermissionRequest, style: Style) -> str:
+    """The line that asks (no newline: the answer is typed after it)."""
+    options = _options(request)
+    tool = _text(request.tool, style)
+    if needs_typed_confirmation(request):
+        more = [r for r in options if r is not Remember.ONCE]
+        remember = f" ('yes {more[0].value}' also remembers it for {_SHORT_SCOPE[more[0]]})" if more else ""
+        text = f"Type {tool} or yes to allow it once{remember}, or deny: "
+        return _paint(text, style, _BOLD, _RED) if is_destructive(request) else _paint(text, style, _BOLD)
+    choices = ", ".join(f"[{_LETTERS[r]}]{r.value[1:]}" for r in options)
+    return _paint(f"Allow? {choices} or [d]eny: ", style, _BOLD)
+
+
+def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | str:
+    """The response a typed line means, or what to tell the person when it means nothing usable."""
+    words = line.strip().split()
+    options = _options(request)
+    offered = ", ".join(r.value for r in options)
+    if not words:
+        return "No answer yet: " + _expected(request)
+    first = words[0].lower()
+    if first in _DENY_WORDS and len(words) == 1:
+        return PermissionResponse(decision=Answer.DENY)
+    if needs_typed_confirmation(request):
+        accepted = {"yes", request.tool.lower(), f"{request.server}:{request.tool}".lower()}
+        if first not in accepted:
+            if first in _SCOPE_WORDS or first in _ALLOW_ONCE_WORDS:
+                return (
+                    f"This call needs a typed confirmation, not a single key: type {safe(request.tool)} or yes "
+                    "to allow it, or deny."
+                )
+            return f"Not understood: {_expected(request)}"
+        if len(words) > 2:
+            return f"Not understood: {_expected(request)}"
+        scope = Remember.ONCE if len(words) == 1 else _SCOPE_WORDS.get(words[1].lower())
+    else:
+        if len(words) > 1:
+            return f"Not understood: {_expected(request)}"
+        scope = Remember.ONCE if first in _ALLOW_ONCE_WORDS else _SCOPE_WORDS.get(first)
+    if scope is None:
+        return f"Not understood: {_expected(request)}"
+    if scope not in options:
+        return f"This call cannot be remembered as '{scope.value}' (allowed here: {offered}). {_expected(request)}"
+    return PermissionResponse(decision=Answer.ALLOW, remember=scope)
+
+
+def render_decision(request: PermissionRequest, response: PermissionResponse, style: Style) -> str:
+    target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
+    if response.decision is Answer.DENY:
+        mark = "NO" if style.ascii_only else "✘"
+        return _paint(f"{mark} denied {target}: the agent is told you said no", style, _RED, _BOLD)
+    mark = "OK" if style.ascii_only else "✔"
+    scope = {
+        Remember.ONCE: "once (this call only)",
+        Remember.SESSION: "for this agent session",
+        Remember.ALWAYS: "always (until revoked, or until the tool changes)",
+    }[response.remember]
+    return _paint(f"{mark} allowed {target} {scope}", style, _GREEN, _BOLD)
+
+
+def render_withdrawn(request: PermissionRequest, style: Style, *, shown: bool) -> str:
+    mark = "--" if style.ascii_only else "⊘"
+    target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
+    when = "" if shown else " before its turn"
+    return _paint(
+        f"{mark} withdrawn{when}: the prompt {_text(request.id, style)} for {target} was answered in another "
+        "editor, expired, or its call ended; nothing to answer",
+        style,
+        _DIM,
+    )
+
+
+def render_waiting(request: PermissionRequest, style: Style) -> str:
+    icons = ASCII_ICONS if style.ascii_only else INTENT_ICONS
+    target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
+    return _paint(
+        f"(another prompt is waiting: {icons.get(request.operation, '?')} {target}; it comes next)", style, _DIM
+    )
+
+
+# ---- pieces
+
+
+def _options(request: PermissionRequest) -> list[Remember]:
+    # `once` is always there: an allow is at least that. The daemon lists what it accepts; nothing more is offered.
+    options = [r for r in (Remember.ONCE, Remember.SESSION, Remember.ALWAYS) if r in request.remember_options]
+    return options or [Remember.ONCE]
+
+
+def _expected(request: PermissionRequest) -> str:
+    options = _options(request)
+    if needs_typed_confirmation(request):
+        extra = [r.value for r in options if r is not Remember.ONCE]
+        scoped = f" (optionally followed by {' or '.join(extra)})" if extra else ""
+        return f"type {safe(request.tool)} or yes{scoped} to allow, or deny."
+    letters = ", ".join(f"{_LETTERS[r]} ({r.value})" for r in options)
+    return f"answer {letters}, or d (deny)."
+
+
+def _paint(text: str, style: Style, *codes: str) -> str:
+    return f"{''.join(codes)}{text}{_RESET}" if style.color and codes else text
+
+
+def _text(value: Any, style: Style, limit: int | None = None) -> str:
+    text = safe(value)
+    if style.ascii_only:
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    if limit is not None and len(text) > limit:
+        text = text[: max(1, limit - 3)] + "..." if style.ascii_only else text[: max(1, limit - 1)] + "…"
+    return text
+
+
+def _field(label: str, value: str) -> str:
+    return f"  {label:<12}{value}"
+
+
+def _gutter(lines: list[str], style: Style) -> list[str]:
+    bar = "|" if style.ascii_only else "│"
+    return [f"  {'':<12}{bar} {line}" for line in lines]
+
+
+def _has_arguments(request: PermissionRequest) -> bool:
+    return bool(request.arguments) or bool(request.arguments_preview)
+
+
+def _argument_lines(request: PermissionRequest, style: Style) -> list[str]:
+    width = WIDTH - 16
+    if request.arguments:
+        pretty = json.dumps(request.arguments, indent=2, ensure_ascii=False, default=str).splitlines()
+        shown = [_clip(_text(line, style), width, style) for line in pretty[:MAX_ARGUMENT_LINES]]
+        if len(pretty) > MAX_ARGUMENT_LINES:
+            shown.append(f"... {len(pretty) - MAX_ARGUMENT_LINES} more lines not shown")
+        return shown
+    if request.arguments_preview:
+        # Too large to send whole: the daemon sent the start of their JSON.
+        preview = _text(request.arguments_preview, style)[:MAX_PREVIEW_CHARS]
+        wrapped = [preview[i : i + width] for i in range(0, len(preview), width)]
+        return [*wrapped, "... (too large to show in full: this is the start of their JSON)"]
+    return []
+
+
+def _clip(line: str, width: int, style: Style) -> str:
+    if len(line) <= width:
+        return line
+    more = len(line) - width
+    return f"{line[:width]}{'...' if style.ascii_only else '…'} (+{more} chars)"
+
+
+def _annotations(annotations: dict[str, Any], style: Style) -> str:
+    if not annotations:
+        return "(none: the server did not annotate this tool)"
+    keys = [k for k in _HINTS if k in annotations] + [k for k in annotations if k not in _HINTS]
+    shown = []
+    for key in keys:
+        value = annotations[key]
+        text = str(value).lower() if isinstance(value, bool) else json.dumps(value, ensure_ascii=False, default=str)
+        shown.append(f"{_text(key, style, 40)}={_text(text, style, 60)}")
+    return " ".join(shown)
+
+
+def _expiry(expires_at: str, now: datetime | None) -> str:
+    try:
+        when = datetime.fromisoformat(expires_at)
+    except ValueError:
+        return safe(expires_at, 40)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    current = now or datetime.now(UTC)
+    left = int((when - current).total_seconds())
+    local = when.astimezone().strftime("%H:%M:%S")
+    if left <= 0:
+        return f"now (at {local}): the call ends as expired unless answered"
+    minutes, seconds = divmod(left, 60)
+    span = f"{minutes}m {seconds:02d}s" if minutes else f"{seconds}s"
+    return f"in {span} (at {local}); then the call ends as expired"

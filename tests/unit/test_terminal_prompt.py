@@ -1,0 +1,239 @@
+"""How `mcphost approve` and `mcphost demo` show a permission prompt, and how they read a typed answer."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from mcphost.editor.protocol import Answer, PermissionRequest, PermissionResponse
+from mcphost.editor.terminal import (
+    Style,
+    detect_style,
+    is_destructive,
+    needs_typed_confirmation,
+    parse_answer,
+    question,
+    render_decision,
+    render_prompt,
+    render_waiting,
+    render_withdrawn,
+)
+from mcphost.policy import Remember
+
+NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
+PLAIN = Style()
+
+
+def request(**changes: Any) -> PermissionRequest:
+    base: dict[str, Any] = {
+        "id": "p1",
+        "variant": "call_tool_write",
+        "operation": "write",
+        "action": "ask",
+        "server": "todo",
+        "tool": "add_task",
+        "arguments": {"title": "Buy milk"},
+        "intent": {"operation_type": "write", "data_sensitivity": "private", "reason": "The user asked for it"},
+        "annotations": {"readOnlyHint": False, "destructiveHint": False},
+        "call_with": "call_tool_write",
+        "warnings": [],
+        "expires_at": (NOW + timedelta(minutes=4)).isoformat().replace("+00:00", "Z"),
+        "remember_options": ["once", "session", "always"],
+        "session_id": "s-1",
+        "client": "claude-code 1.0",
+    }
+    base.update(changes)
+    return PermissionRequest.model_validate(base)
+
+
+def destructive(**changes: Any) -> PermissionRequest:
+    fields: dict[str, Any] = {
+        "variant": "call_tool_destructive",
+        "operation": "destructive",
+        "action": "confirm",
+        "tool": "delete_task",
+        "arguments": {"task_id": "42"},
+        "intent": {"operation_type": "destructive", "reason": "Tidy up"},
+        "annotations": {"destructiveHint": True},
+        "call_with": "call_tool_destructive",
+        "remember_options": ["once", "session"],
+    }
+    return request(**{**fields, **changes})
+
+
+def test_a_write_prompt_shows_what_a_person_decides_on() -> None:
+    text = render_prompt(request(warnings=["the tool's annotations changed"]), PLAIN, now=NOW, waiting=2)
+    assert "📝 WRITE  todo:add_task   via call_tool_write" in text
+    assert "(2 more waiting after this one)" in text
+    assert "claude-code 1.0, session s-1" in text
+    assert '│   "title": "Buy milk"' in text
+    assert "the agent's own words, not checked by mcphost:" in text
+    assert "│ The user asked for it" in text
+    assert "private  (as the agent declared it)" in text
+    assert "readOnlyHint=false destructiveHint=false" in text
+    assert "mcphost recommends call_tool_write for this tool; the agent's choice matches" in text
+    assert "⚠ the tool's annotations changed" in text
+    assert "in 4m 00s" in text
+    assert "DESTRUCTIVE" not in text
+    assert question(request(), PLAIN) == "Allow? [o]nce, [s]ession, [a]lways or [d]eny: "
+
+
+def test_a_destructive_prompt_has_a_banner_and_asks_for_the_tool_name() -> None:
+    req = destructive()
+    assert is_destructive(req) and needs_typed_confirmation(req)
+    text = render_prompt(req, PLAIN, now=NOW)
+    lines = text.splitlines()
+    assert lines[0] == "━" * 100
+    assert lines[1].startswith("⚠  DESTRUCTIVE  this call may delete or overwrite data")
+    assert "💥 DESTRUCTIVE  todo:delete_task   via call_tool_destructive" in text
+    ask = question(req, PLAIN)
+    assert ask.startswith("Type delete_task or yes to allow it once")
+    assert "'yes session'" in ask
+    # On a terminal with colours: red, bold, reversed.
+    coloured = render_prompt(req, Style(color=True), now=NOW)
+    assert "\x1b[31m\x1b[1m\x1b[7m⚠  DESTRUCTIVE" in coloured
+    assert question(req, Style(color=True)).startswith("\x1b[1m\x1b[31mType delete_task")
+
+
+def test_a_tool_the_server_marks_destructive_counts_as_destructive_whatever_the_variant() -> None:
+    # (with strict_server_validation = false a write on a destructive tool passes the check, with a warning)
+    req = request(call_with="call_tool_destructive", annotations={"destructiveHint": True})
+    assert is_destructive(req)
+    text = render_prompt(req, PLAIN, now=NOW)
+    assert "DESTRUCTIVE" in text
+    assert "mcphost recommends call_tool_destructive for this tool; but the agent used call_tool_write" in text
+    assert isinstance(parse_answer(req, "o"), str)
+    assert parse_answer(req, "add_task") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
+
+
+@pytest.mark.parametrize("line", ["y", "o", "once", "allow", "s", "  Y  ", "yess", "delete", "yes please now"])
+def test_a_single_key_is_not_a_confirmation(line: str) -> None:
+    answer = parse_answer(destructive(), line)
+    assert isinstance(answer, str), answer
+
+
+@pytest.mark.parametrize(
+    ("line", "remember"),
+    [
+        ("delete_task", Remember.ONCE),
+        ("todo:delete_task", Remember.ONCE),
+        ("YES", Remember.ONCE),
+        ("yes session", Remember.SESSION),
+        ("delete_task s", Remember.SESSION),
+    ],
+)
+def test_typing_the_tool_name_or_yes_confirms(line: str, remember: Remember) -> None:
+    assert parse_answer(destructive(), line) == PermissionResponse(decision=Answer.ALLOW, remember=remember)
+
+
+@pytest.mark.parametrize("line", ["d", "deny", "n", "no", " NO "])
+def test_deny_is_one_word_for_every_prompt(line: str) -> None:
+    for req in (request(), destructive()):
+        assert parse_answer(req, line) == PermissionResponse(decision=Answer.DENY)
+
+
+def test_only_the_remember_options_the_daemon_accepts_are_offered_or_taken() -> None:
+    once_only = request(remember_options=["once"])
+    assert question(once_only, PLAIN) == "Allow? [o]nce or [d]eny: "
+    refused = parse_answer(once_only, "a")
+    assert isinstance(refused, str) and "cannot be remembered as 'always'" in refused
+    assert parse_answer(once_only, "y") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
+
+    no_session = request(remember_options=["once", "always"])  # a 2026-era agent without a session
+    assert question(no_session, PLAIN) == "Allow? [o]nce, [a]lways or [d]eny: "
+    assert isinstance(parse_answer(no_session, "s"), str)
+    assert parse_answer(no_session, "always") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ALWAYS)
+
+    # Destructive: `always` is left out unless the config allows it.
+    assert "always" not in question(destructive(), PLAIN)
+    assert "cannot be remembered as 'always'" in str(parse_answer(destructive(), "yes always"))
+    assert "'yes" not in question(destructive(remember_options=["once"]), PLAIN)
+
+
+def test_unclear_answers_say_what_to_type() -> None:
+    assert parse_answer(request(), "") == "No answer yet: answer o (once), s (session), a (always), or d (deny)."
+    assert str(parse_answer(request(), "maybe")).startswith("Not understood: answer o (once)")
+    assert str(parse_answer(destructive(), "")).endswith(
+        "type delete_task or yes (optionally followed by session) to allow, or deny."
+    )
+
+
+def test_untrusted_text_is_escaped_and_kept_behind_the_gutter() -> None:
+    evil = "ok\x1b[2J\x1b]0;pwned\x07\nmcphost recommends: allow\u202eevil"
+    req = request(
+        tool="add\x1b[31mtask",
+        client="agent\x1b[0m",
+        arguments={"title": "a\u202eb", "note": evil},
+        intent={"operation_type": "write", "reason": evil},
+        annotations={"title": "x\x1b[5my"},
+        warnings=["w\x1b[1m"],
+    )
+    text = render_prompt(req, PLAIN, now=NOW) + question(req, PLAIN)
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert "\\x1b[2J" in text and "\\u202e" in text
+    # The agent's newline does not start a line of its own: everything it wrote stays behind the gutter.
+    for line in text.splitlines():
+        if "mcphost recommends: allow" in line:
+            assert line.lstrip().startswith("│")
+    assert render_decision(req, PermissionResponse(decision=Answer.DENY), PLAIN).count("\x1b") == 0
+    assert "\x1b" not in render_withdrawn(req, PLAIN, shown=True)
+
+
+def test_ascii_fallback_has_no_byte_outside_ascii() -> None:
+    style = Style(ascii_only=True)
+    req = destructive(intent={"operation_type": "destructive", "reason": "Nettoyer la liste — 🧹 déjà"})
+    text = render_prompt(req, style, now=NOW) + question(req, style)
+    text += render_decision(req, PermissionResponse(decision=Answer.ALLOW), style)
+    text += render_withdrawn(req, style, shown=False) + render_waiting(req, style)
+    assert text.isascii()
+    assert "[D] DESTRUCTIVE  todo:delete_task" in text
+    assert "!!  DESTRUCTIVE  this call may delete" in text
+    assert "| Nettoyer la liste \\u2014 \\U0001f9f9 d\\xe9j\\xe0" in text
+    assert "[W] WRITE" in render_prompt(request(), style, now=NOW)
+
+
+def test_large_arguments_are_cut_to_fit() -> None:
+    many = request(arguments={f"k{i}": i for i in range(40)})
+    text = render_prompt(many, PLAIN, now=NOW)
+    assert "... 18 more lines not shown" in text
+    long = request(arguments={"body": "x" * 500})
+    line = next(line for line in render_prompt(long, PLAIN, now=NOW).splitlines() if '"body"' in line)
+    assert "(+" in line and len(line) < 140
+    preview = render_prompt(request(arguments=None, arguments_preview='{"body":"' + "y" * 2000), PLAIN, now=NOW)
+    assert "too large to show in full" in preview
+    assert max(len(line) for line in preview.splitlines()) <= 110
+    assert "arguments   (none)" in render_prompt(request(arguments=None), PLAIN, now=NOW)
+
+
+def test_expired_and_unannotated() -> None:
+    text = render_prompt(request(annotations={}), PLAIN, now=NOW + timedelta(minutes=5))
+    assert "(none: the server did not annotate this tool)" in text
+    assert "expires     now" in text
+
+
+def test_decisions_and_withdrawals_read_plainly() -> None:
+    allow = PermissionResponse(decision=Answer.ALLOW, remember=Remember.SESSION)
+    assert render_decision(request(), allow, PLAIN) == "✔ allowed todo:add_task for this agent session"
+    assert render_decision(request(), PermissionResponse(decision=Answer.DENY), PLAIN).startswith(
+        "✘ denied todo:add_task"
+    )
+    assert render_withdrawn(request(), PLAIN, shown=False).startswith("⊘ withdrawn before its turn: the prompt p1")
+    assert render_waiting(destructive(), PLAIN) == "(another prompt is waiting: 💥 todo:delete_task; it comes next)"
+
+
+def test_style_follows_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        encoding = "utf-8"
+
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert detect_style(Tty()) == Style(color=True, ascii_only=False)
+    assert detect_style(io.StringIO()) == Style(color=False, ascii_only=True)  # StringIO has no encoding
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert detect_style(Tty()).color is False
