@@ -96,7 +96,7 @@ class Host:
         if isinstance(event, Reloaded):
             self.apply_config(event.loaded, event.sha256)
         elif isinstance(event, Rejected):
-            self._reject(event.error, event.sha256)
+            self.reject(event.error, event.sha256)
         elif isinstance(event, Missing):
             print(
                 f"mcphost: config {event.path} was removed; the config in force stays until the file is back",
@@ -130,7 +130,8 @@ class Host:
         self._emit("config")
         return diff
 
-    def _reject(self, error: ConfigError, sha256: str | None = None) -> None:
+    def reject(self, error: ConfigError, sha256: str | None = None) -> None:
+        """Keep the config in force, and report `error` (a record, stderr, editors) until a save fixes it."""
         self.config_error = error
         details = {**error_details(error), "sha256": sha256}
         self.activity.append(ActivityRecord(type=RecordType.CONFIG_ERROR.value, details=details))

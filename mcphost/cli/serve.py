@@ -30,13 +30,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 def run(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcphost.config import Config, ConfigError, LoadedConfig, load_config
     from mcphost.daemon import Host
     from mcphost.editor.channel import EditorHub
     from mcphost.editor.protocol import McpEndpoint
     from mcphost.gateway.http_app import MCP_PATH
     from mcphost.gateway.http_server import bind_loopback, serve_http
 
-    loaded = load_or_exit(args)
+    startup_error: ConfigError | None = None
+    if args.stdio:
+        # An editor spawned us: exiting would show the person one log line. Stay up with no upstream servers,
+        # show the errors in the editor (diagnostics on the file), and pick the file up once it is fixed.
+        try:
+            loaded = load_config(args.config)
+        except ConfigError as exc:
+            startup_error = exc
+            loaded = LoadedConfig(Config(), exc.file, exists=True)
+    else:
+        loaded = load_or_exit(args)
     port = args.port if args.port is not None else loaded.config.daemon.port
     try:
         sock = bind_loopback(port)
@@ -50,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with Host(loaded, watch=True) as host:
+            if startup_error is not None:
+                host.reject(startup_error)
             hub = EditorHub(host, McpEndpoint(url=url, headers={"Authorization": f"Bearer {token}"}))
             async with hub.listening() as editor_socket:
                 until = hub.serve_stdio if args.stdio else None

@@ -69,6 +69,7 @@ class PermissionBroker:
         self.approvers: dict[str, Approver] = {}
         self.pending: dict[str, _Pending] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._closed: str | None = None
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Called when approvers attach or leave and when prompts start or end (for `mcphost/status`)."""
@@ -115,6 +116,8 @@ class PermissionBroker:
     async def request(self, request: PermissionRequest, *, expires_in: float) -> BrokerResult:
         """Ask every attached approver; the first answer wins. Never raises for what an approver does."""
         started = time.perf_counter()
+        if self._closed is not None:
+            return BrokerResult(Outcome.NO_APPROVER, reason=self._closed)
         if not self.approvers:
             return BrokerResult(Outcome.NO_APPROVER, reason="no editor or `mcphost approve` is attached")
         pending = _Pending(request, asyncio.get_running_loop().create_future())
@@ -132,6 +135,15 @@ class PermissionBroker:
             for task in list(pending.asking.values()):
                 task.cancel()
             self._changed()
+
+    def close(self, reason: str) -> None:
+        """End every waiting prompt as unanswerable, and refuse new ones (the daemon is stopping)."""
+        self._closed = reason
+        for pending in self.pending.values():
+            if not pending.result.done():
+                pending.result.set_result(
+                    BrokerResult(Outcome.NO_APPROVER, wait_ms=_ms_since(pending.started), reason=reason)
+                )
 
     def _ask(self, pending: _Pending, approver: Approver) -> None:
         if approver.id in pending.asking or pending.result.done():

@@ -27,6 +27,7 @@ from cattrs import Converter
 from lsprotocol import converters
 from lsprotocol import types as lsp
 from pydantic import ValidationError
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, LanguageServerProtocol
@@ -55,8 +56,11 @@ def dict_converter() -> Converter:
     """pygls' converter, except that custom methods' params and results stay plain dicts (pygls' default turns
     them into namedtuples); pydantic validates them against the protocol models instead."""
     converter = converters.get_converter()
-    for message in (JsonRPCRequestMessage, JsonRPCResponseMessage, JsonRPCNotification):
-        converter.register_structure_hook(message, lambda obj, cls: cls(**obj))
+    # JSON-RPC 2.0 lets a request or notification leave `params` out (vscode-jsonrpc does, for
+    # `sendRequest("mcphost/status")`): read that as null instead of failing to parse the message.
+    for message in (JsonRPCRequestMessage, JsonRPCNotification):
+        converter.register_structure_hook(message, lambda obj, cls: cls(**{"params": None, **obj}))
+    converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
     return converter
 
 
@@ -153,7 +157,7 @@ class EditorConnection(LanguageServer):
         try:
             wanted = p.RevokeGrantsParams.model_validate(params or {})
         except ValidationError as exc:
-            raise ValueError(f"invalid {p.GRANTS_REVOKE} params: {exc}") from None
+            raise JsonRpcInvalidParams(f"invalid {p.GRANTS_REVOKE} params: {_problems(exc)}") from None
         revoked = self.hub.host.grants.revoke(wanted.ids, wanted.tool, wanted.all)
         self.hub.status_changed()
         return p.RevokeGrantsResult(revoked=[g.info() for g in revoked]).model_dump(mode="json", exclude_none=True)
@@ -185,17 +189,26 @@ class EditorConnection(LanguageServer):
         try:
             result = await waiter
         except asyncio.CancelledError:
-            self.protocol._request_futures.pop(msg_id, None)
-            if not self.closed:
-                self.protocol.notify(p.CANCEL_REQUEST, {"id": msg_id})
-            raise
+            # The request's future stays registered: the client answers a cancelled request too (JSON-RPC), and
+            # pygls would log an unknown id for that late answer; `settle` ignores it.
+            if not (waiter.done() and not waiter.cancelled() and waiter.exception() is None):
+                if not self.closed:
+                    # A typed CancelParams: pygls builds an lsprotocol CancelNotification for this method, and its
+                    # converter cannot unstructure a plain dict as CancelParams (the notice was never sent).
+                    self.protocol.notify(p.CANCEL_REQUEST, lsp.CancelParams(id=msg_id))
+                raise
+            # The answer was read before the cancellation: a client that answers and detaches at once (its
+            # `shutdown` read in the same batch as its answer, which detaches it) still gave an answer.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            result = waiter.result()
         finally:
             self._waiting.pop(msg_id, None)
         try:
             return p.PermissionResponse.model_validate(result)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'result'}: {e['msg']}" for e in exc.errors())
-            raise ApproverGone(f"answered with an invalid result ({problems})") from None
+            raise ApproverGone(f"answered with an invalid result ({_problems(exc)})") from None
 
     # ---- sending
 
@@ -429,6 +442,10 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         read_transport.close()
         with contextlib.suppress(Exception):
             writer.close()
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
 
 
 def _socket_path() -> tuple[Path, Path | None]:

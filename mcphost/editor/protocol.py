@@ -95,7 +95,7 @@ class PermissionResponse(_Payload):
 class UpstreamStatus(_Payload):
     name: str
     transport: str = Field(description="stdio | http")
-    state: str = Field(description="starting | connected | failed | stopped ...")
+    state: str = Field(description="connecting | connected | reconnecting | closed")
     tools: int
     error: str | None = None
 

@@ -21,10 +21,17 @@ from mcphost.gateway.mcp_server import build_server
 class _Server(uvicorn.Server):
     """uvicorn re-raises SIGTERM/SIGINT after shutdown, which would skip our cleanup (discovery file, upstreams)."""
 
+    on_exit: Callable[[], None] | None = None
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
+        self.stop()
+
+    def stop(self) -> None:
         self.should_exit = True
+        if self.on_exit is not None:
+            self.on_exit()
 
 
 def bind_loopback(port: int) -> socket.socket:
@@ -49,6 +56,8 @@ async def serve_http(
     port = sock.getsockname()[1]
     app = build_http_app(build_server(host.gateway), token, port, activity_path=host.activity.path)
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
+    server.on_exit = lambda: host.broker.close("mcphost is shutting down")
     # A signal that lands before uvicorn installs its own handlers must still end us through cleanup.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, server.handle_exit)
@@ -78,7 +87,7 @@ async def serve_http(
         try:
             await until()
         finally:
-            server.should_exit = True
+            server.stop()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(announce_when_listening)

@@ -187,3 +187,18 @@ async def test_listeners_hear_of_attach_detach_and_prompts() -> None:
     broker.detach("a")
     assert changes == [0, 1, 0, 0]
     assert broker.prompts() == []
+
+
+async def test_closing_ends_waiting_prompts_and_refuses_new_ones() -> None:
+    broker = PermissionBroker()
+    a = Scripted("a")
+    broker.attach(a)
+    call = asyncio.create_task(broker.request(request(), expires_in=5))
+    await asyncio.wait_for(a.was_asked.wait(), 5)
+    broker.close("mcphost is shutting down")
+    result = await asyncio.wait_for(call, 5)
+    await settle()
+    assert (result.outcome, result.reason) == (Outcome.NO_APPROVER, "mcphost is shutting down")
+    assert a.withdrawn == ["p1"]
+    later = await broker.request(request("p2"), expires_in=5)
+    assert later.outcome is Outcome.NO_APPROVER

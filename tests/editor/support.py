@@ -1,0 +1,120 @@
+"""Shared bits of the editor end-to-end tests: calling probe tools as an agent, finding a daemon's editor socket,
+answers that wait for the test to say so, and reading the records of one call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from tests.editor_client import Answer
+from tests.helpers import Daemon, Sandbox, text_of
+
+# A deadline for anything that should happen "at once" (a prompt arriving, a call ending after an answer).
+SOON = 10
+
+
+def discovery(d: Daemon) -> dict[str, Any]:
+    """The daemon's discovery file, as an editor integration reads it."""
+    path = d.box.root / "run" / f"daemon-{d.process.pid}.json"
+    info: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return info
+
+
+def socket_of(d: Daemon) -> str:
+    return str(discovery(d)["editor_socket"])
+
+
+async def call(
+    client: Any,
+    operation: str,
+    tool: str,
+    args: dict[str, Any] | None = None,
+    *,
+    reason: str | None = None,
+    sensitivity: str | None = None,
+) -> Any:
+    """One `call_tool_<operation>` of `probe:<tool>`, intent declared to match."""
+    intent: dict[str, Any] = {"operation_type": operation}
+    if reason is not None:
+        intent["reason"] = reason
+    if sensitivity is not None:
+        intent["data_sensitivity"] = sensitivity
+    arguments = {"name": f"probe:{tool}", "args": {"text": "hello"} if args is None else args, "intent": intent}
+    return await client.call_tool(f"call_tool_{operation}", arguments)
+
+
+def assert_ok(result: Any) -> None:
+    assert not result.is_error, text_of(result)
+
+
+def gated(release: asyncio.Event, remember: str = "once") -> Answer:
+    """A person who allows, but only once the test sets `release`."""
+
+    async def answer(_request: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return {"decision": "allow", "remember": remember}
+
+    return answer
+
+
+def by_request(choose: Callable[[dict[str, Any]], Answer]) -> Answer:
+    """A person whose answer depends on the prompt (for example, on its tool or arguments)."""
+
+    async def answer(request: dict[str, Any]) -> dict[str, Any]:
+        return await choose(request)(request)
+
+    return answer
+
+
+class Background:
+    """Agent calls started in a task group, so a test can act while their prompts wait."""
+
+    def __init__(self, tg: anyio.abc.TaskGroup) -> None:
+        self._tg = tg
+        self.results: dict[str, Any] = {}
+        self._done: dict[str, anyio.Event] = {}
+
+    def start(self, key: str, coro_fn: Callable[[], Any]) -> None:
+        done = self._done[key] = anyio.Event()
+
+        async def run() -> None:
+            self.results[key] = await coro_fn()
+            done.set()
+
+        self._tg.start_soon(run)
+
+    async def result(self, key: str, timeout: float = SOON) -> Any:
+        with anyio.fail_after(timeout):
+            await self._done[key].wait()
+        return self.results[key]
+
+    def finished(self, key: str) -> bool:
+        return self._done[key].is_set()
+
+
+@asynccontextmanager
+async def background() -> AsyncIterator[Background]:
+    async with anyio.create_task_group() as tg:
+        yield Background(tg)
+
+
+def new_calls(box: Sandbox, before: int) -> list[dict[str, Any]]:
+    """The tool_call records written since the log held `before` of them."""
+    return box.tool_calls()[before:]
+
+
+def last_call(box: Sandbox) -> dict[str, Any]:
+    calls = box.tool_calls()
+    assert calls, "no tool_call record was written"
+    return calls[-1]
+
+
+def config_uri(path: Path) -> str:
+    return path.resolve().as_uri()

@@ -1,0 +1,72 @@
+"""The editor channel spoken by hand (LSP framing over the socket, no pygls on this side): what any editor
+integration may send, including what pygls-based clients never do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from tests.editor.support import socket_of
+from tests.helpers import Daemon
+
+
+class RawClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode("utf-8")
+        self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def receive(self) -> dict[str, Any]:
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("ascii").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        message: dict[str, Any] = json.loads(await self.reader.readexactly(length))
+        return message
+
+    async def response_to(self, request_id: int) -> dict[str, Any]:
+        async with asyncio.timeout(10):
+            while True:
+                message = await self.receive()
+                if message.get("id") == request_id and "method" not in message:
+                    return message
+
+
+@asynccontextmanager
+async def raw(d: Daemon) -> AsyncIterator[RawClient]:
+    reader, writer = await asyncio.open_unix_connection(socket_of(d))
+    client = RawClient(reader, writer)
+    client.send({"id": 0, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {}}})
+    await client.response_to(0)
+    client.send({"method": "initialized", "params": {}})
+    try:
+        yield client
+    finally:
+        writer.close()
+
+
+pytestmark = pytest.mark.asyncio(loop_scope="package")  # the shared daemon (conftest.py) lives there
+
+
+async def test_a_request_without_params_is_answered(shared: Daemon) -> None:
+    # JSON-RPC lets params be left out; vscode-jsonrpc does so for sendRequest("mcphost/status").
+    async with raw(shared) as client:
+        client.send({"id": 1, "method": "mcphost/status"})
+        answer = await client.response_to(1)
+    assert answer["result"]["pid"] == shared.process.pid
+
+
+async def test_bad_revoke_params_get_invalid_params_naming_the_field(shared: Daemon) -> None:
+    async with raw(shared) as client:
+        client.send({"id": 2, "method": "mcphost/revokeGrants", "params": {"ids": "not-a-list"}})
+        answer = await client.response_to(2)
+    assert answer["error"]["code"] == -32602
+    assert "ids" in answer["error"]["message"]
