@@ -2,13 +2,15 @@
 
 `python -m mcphost.schemas` writes them to `schemas/` at the repository root; `python -m mcphost.schemas --check`
 exits 1 and names the stale files (tests/unit/test_schemas.py makes the same comparison). To publish another
-document (the config schema, the editor channel's payloads), write a function that builds it and add it to
-`DOCUMENTS`.
+document, write a function that builds it and add it to `DOCUMENTS`; a name may hold a folder
+(`editor/status.schema.json`). Every payload in `mcphost.editor.protocol.PAYLOADS` gets its own
+`editor/<name>.schema.json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -16,10 +18,11 @@ from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import BaseModel
-from pydantic.json_schema import DEFAULT_REF_TEMPLATE
+from pydantic.json_schema import DEFAULT_REF_TEMPLATE, JsonSchemaMode
 
 from mcphost.activity.query import DEFAULT_LIMIT, INTENT_TYPES, MAX_LIMIT, RECORD_TYPES, STATUSES
 from mcphost.activity.record import ActivityRecord
+from mcphost.editor import protocol as editor_protocol
 from mcphost.gateway.activity_api import API_PATH, QUERY_PARAMETERS
 
 Document = dict[str, Any]
@@ -33,6 +36,8 @@ CONFIG_FILE = "config.schema.json"
 # Editors that check TOML against JSON Schema (taplo / Even Better TOML) know draft-07 best.
 CONFIG_DIALECT = "http://json-schema.org/draft-07/schema#"
 ACTIVITY_API_FILE = "activity-api.openapi.json"
+EDITOR_DIR = "editor"
+EDITOR_ACTIVITY = "activity"  # `mcphost/activity` params: the record schema itself, referenced
 
 OPEN_RECORDS = (
     "Records are open: every object in a record may carry fields this schema does not name "
@@ -311,12 +316,139 @@ def config_schema() -> Document:
     return document
 
 
+# ---- the editor channel (mcphost.editor.protocol)
+
+# The daemon writes what it sends with model_dump(mode="json"): its payloads are described as serialized. What a
+# client sends is described as the daemon validates it.
+SENT: JsonSchemaMode = "serialization"
+RECEIVED: JsonSchemaMode = "validation"
+
+EDITOR_OPEN = (
+    "Payloads are open (additionalProperties is true): a newer daemon may add fields, and an integration must "
+    "ignore the ones it does not know."
+)
+# PAYLOADS name -> (title, what the payload is on the wire, whether the daemon sends or receives it)
+EDITOR_PAYLOADS: dict[str, tuple[str, str, JsonSchemaMode]] = {
+    "permission-request": (
+        f"{editor_protocol.PERMISSION_REQUEST} params",
+        f"Server -> client request `{editor_protocol.PERMISSION_REQUEST}`: one agent call waits for a person's "
+        "decision. The same prompt (same `id`) goes to every attached approver; the first answer wins and the "
+        "others receive `$/cancelRequest`. Fields that may be null are sent as null; a client should also accept "
+        "them absent. Everything the agent wrote (intent.reason, arguments) is untrusted: show it as plain "
+        "text, never as markup.",
+        SENT,
+    ),
+    "permission-response": (
+        f"{editor_protocol.PERMISSION_REQUEST} result",
+        f"Client -> server: the result of `{editor_protocol.PERMISSION_REQUEST}`. A result that does not match "
+        "this schema counts as that editor not answering (the prompt stays with the other approvers, or the "
+        "call ends as NO_APPROVER when none is left). `remember` beyond the request's `remember_options` is "
+        "clamped to the longest scope allowed.",
+        RECEIVED,
+    ),
+    "status": (
+        f"{editor_protocol.STATUS} params and result",
+        f"Server -> client notification `{editor_protocol.STATUS}` (sent on attach, then on every change, "
+        "coalesced), and the result of the client -> server request of the same name (no params). Fields that "
+        "are null are left out.",
+        SENT,
+    ),
+    "grants-result": (
+        f"{editor_protocol.GRANTS_LIST} result",
+        f"Client -> server request `{editor_protocol.GRANTS_LIST}` (no params): every remembered approval, "
+        "session and always.",
+        SENT,
+    ),
+    "revoke-grants-params": (
+        f"{editor_protocol.GRANTS_REVOKE} params",
+        f"Client -> server request `{editor_protocol.GRANTS_REVOKE}`: which remembered approvals to drop: the "
+        "grants with these ids, every grant of `tool` (server:tool), or all of them with `all`.",
+        RECEIVED,
+    ),
+    "revoke-grants-result": (
+        f"{editor_protocol.GRANTS_REVOKE} result",
+        f"The result of `{editor_protocol.GRANTS_REVOKE}`: the grants that were removed (none when nothing matched).",
+        SENT,
+    ),
+}
+
+
+def editor_file(name: str) -> str:
+    return f"{EDITOR_DIR}/{name}.schema.json"
+
+
+def _payload_schema(model: type[BaseModel], mode: JsonSchemaMode) -> Document:
+    """One payload's schema. Sent payloads get `required` = the fields that are in every message (those that
+    cannot be null: the daemon leaves null fields out of most of them); received ones keep pydantic's (what
+    the daemon requires)."""
+    schema = model.model_json_schema(mode=mode)
+    if mode == SENT:
+        models = _models(model)
+        definitions: dict[str, Document] = schema.get("$defs", {})
+        for name, definition in [(model.__name__, schema), *definitions.items()]:
+            if name not in models:
+                continue  # an enum
+            required = _always_written(models[name])
+            if required:
+                definition["required"] = required
+            else:
+                definition.pop("required", None)
+    return schema
+
+
+def editor_payload_schema(name: str) -> Document:
+    if set(EDITOR_PAYLOADS) != set(editor_protocol.PAYLOADS):
+        raise RuntimeError(
+            f"mcphost.editor.protocol.PAYLOADS has {sorted(editor_protocol.PAYLOADS)} but schemas.EDITOR_PAYLOADS "
+            f"describes {sorted(EDITOR_PAYLOADS)}"
+        )
+    title, description, mode = EDITOR_PAYLOADS[name]
+    schema = _payload_schema(editor_protocol.PAYLOADS[name], mode)
+    own = schema.pop("description", None)
+    schema.pop("title", None)
+    document: Document = {
+        "$schema": DIALECT,
+        "$id": ID_BASE + editor_file(name),
+        "title": f"mcphost editor channel: {title}",
+        "description": " ".join(filter(None, [own, description, EDITOR_OPEN])),
+    }
+    definitions = schema.pop("$defs", None)
+    document.update(schema)
+    if definitions:
+        document["$defs"] = definitions
+    return document
+
+
+def editor_activity_schema() -> Document:
+    return {
+        "$schema": DIALECT,
+        "$id": ID_BASE + editor_file(EDITOR_ACTIVITY),
+        "title": f"mcphost editor channel: {editor_protocol.ACTIVITY} params",
+        "description": (
+            f"Server -> client notification `{editor_protocol.ACTIVITY}`: one activity record, the same object "
+            "as the line written to activity.jsonl (null fields left out), sent as it is written to clients "
+            "that did not initialize with `activity: false`. The record schema is the one of activity.jsonl; "
+            "see its description for what is open."
+        ),
+        "$ref": ID_BASE + RECORD_FILE,
+    }
+
+
+def _editor_documents() -> dict[str, Callable[[], Document]]:
+    documents: dict[str, Callable[[], Document]] = {
+        editor_file(name): functools.partial(editor_payload_schema, name) for name in editor_protocol.PAYLOADS
+    }
+    documents[editor_file(EDITOR_ACTIVITY)] = editor_activity_schema
+    return documents
+
+
 # ---- the registry: file name under schemas/ -> the function that builds the document
 
 DOCUMENTS: dict[str, Callable[[], Document]] = {
     CONFIG_FILE: config_schema,
     RECORD_FILE: activity_record_schema,
     ACTIVITY_API_FILE: activity_api_openapi,
+    **_editor_documents(),
 }
 
 
@@ -333,6 +465,13 @@ def schemas_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "schemas"
 
 
+def published_files(directory: Path) -> list[str]:
+    """Every .json file under `directory`, as a name relative to it (`editor/status.schema.json`)."""
+    if not directory.is_dir():
+        return []
+    return sorted(path.relative_to(directory).as_posix() for path in directory.rglob("*.json"))
+
+
 def stale_files(directory: Path) -> list[str]:
     """What differs from `generate()`: each as `name: why`."""
     stale: list[str] = []
@@ -343,10 +482,9 @@ def stale_files(directory: Path) -> list[str]:
             stale.append(f"{name}: missing")
         elif path.read_text(encoding="utf-8") != text:
             stale.append(f"{name}: differs from the code")
-    if directory.is_dir():
-        for path in sorted(directory.glob("*.json")):
-            if path.name not in expected:
-                stale.append(f"{path.name}: not generated by mcphost.schemas (delete it, or add it to DOCUMENTS)")
+    for name in published_files(directory):
+        if name not in expected:
+            stale.append(f"{name}: not generated by mcphost.schemas (delete it, or add it to DOCUMENTS)")
     return stale
 
 
@@ -358,6 +496,7 @@ def write(directory: Path) -> list[str]:
         path = directory / name
         text = render(document)
         if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8", newline="\n")
             written.append(name)
     return written

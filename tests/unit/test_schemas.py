@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
+from referencing import Registry, Resource
 
 from mcphost import schemas
 from mcphost.activity.query import DEFAULT_LIMIT, INTENT_TYPES, MAX_LIMIT, RECORD_TYPES, STATUSES
 from mcphost.activity.record import ActivityRecord, Decision, ErrorInfo, RecordIntent, RecordMetadata
+from mcphost.editor import protocol as ep
+from mcphost.editor.grants import Grant
 from mcphost.gateway.activity_api import API_PATH, QUERY_PARAMETERS
+from mcphost.policy import Remember
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
@@ -64,7 +69,7 @@ def test_published_schemas_match_the_code() -> None:
         path = SCHEMAS / name
         assert path.exists(), f"schemas/{name} is missing: {REGENERATE}"
         assert path.read_text(encoding="utf-8") == schemas.render(document), f"schemas/{name} is stale: {REGENERATE}"
-    unknown = sorted(p.name for p in SCHEMAS.glob("*.json") if p.name not in generated)
+    unknown = sorted(name for name in schemas.published_files(SCHEMAS) if name not in generated)
     assert not unknown, f"schemas/ holds files no generator makes: {unknown}; delete them or add them to DOCUMENTS"
 
 
@@ -83,6 +88,17 @@ def test_check_command_names_stale_files_and_the_writer_fixes_them(
     assert "leftover.schema.json: not generated" in err
     assert "python -m mcphost.schemas" in err
     assert schemas.ACTIVITY_API_FILE not in err
+    # A stale or leftover file in a folder (schemas/editor/) is found too, and the writer recreates the folder.
+    (tmp_path / schemas.editor_file("status")).write_text("{}\n", encoding="utf-8")
+    (tmp_path / "editor" / "old.schema.json").write_text("{}\n", encoding="utf-8")
+    capsys.readouterr()
+    assert schemas.main(["--check", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "editor/status.schema.json: differs" in err
+    assert "editor/old.schema.json: not generated" in err
+    other = tmp_path / "fresh"
+    assert schemas.main(["--dir", str(other)]) == 0
+    assert (other / schemas.editor_file("permission-request")).exists()
 
 
 def test_check_command_runs_as_a_module_against_the_repository() -> None:
@@ -163,3 +179,168 @@ def test_openapi_response_schemas_accept_real_answers() -> None:
     bad = Draft202012Validator(schemas.openapi_component_schema(doc, "InvalidParameter"))
     bad.validate({"error": "invalid_parameter", "parameter": "limit", "message": "limit: 0 is out of range"})
     assert not bad.is_valid({"error": "unauthorized", "parameter": "limit", "message": "m"})
+
+
+# ---- the editor channel
+
+
+def editor_validator(name: str) -> Draft202012Validator:
+    """A validator for schemas/editor/<name>.schema.json, with the record schema it may refer to registered."""
+    generated = schemas.generate()
+    document = generated[schemas.editor_file(name)]
+    Draft202012Validator.check_schema(document)
+    record = generated[schemas.RECORD_FILE]
+    registry: Registry = Registry().with_resource(record["$id"], Resource.from_contents(record))
+    return Draft202012Validator(document, registry=registry)
+
+
+def permission_request(**changes: Any) -> ep.PermissionRequest:
+    fields: dict[str, Any] = {
+        "id": "0f3a9c2b7d1e4a55",
+        "variant": "call_tool_destructive",
+        "operation": "destructive",
+        "action": "confirm",
+        "server": "github",
+        "tool": "delete_repo",
+        "arguments": {"repo": "octo/demo", "token": "[redacted]"},
+        "intent": ep.PromptIntent(operation_type="destructive", data_sensitivity="private", reason="<b>cleanup</b>"),
+        "annotations": {"destructiveHint": True},
+        "call_with": "call_tool_destructive",
+        "warnings": ["annotations changed"],
+        "expires_at": "2026-11-21T10:05:00.000Z",
+        "remember_options": [Remember.ONCE, Remember.SESSION],
+        "session_id": "s-1",
+        "client": "claude-code 1.0",
+    }
+    fields.update(changes)
+    return ep.PermissionRequest(**fields)
+
+
+def status_payload() -> ep.StatusPayload:
+    return ep.StatusPayload(
+        version="0.1.0",
+        pid=4242,
+        mcp=ep.McpEndpoint(url="http://127.0.0.1:8765/mcp", headers={"Authorization": "Bearer t"}),
+        config_path="/home/u/.config/mcphost/config.toml",
+        log_path="/home/u/.local/share/mcphost/activity.jsonl",
+        editor_socket="/run/user/1000/mcphost/daemon-4242.sock",
+        servers=[
+            ep.UpstreamStatus(name="todo", transport="stdio", state="connected", tools=5),
+            ep.UpstreamStatus(name="remote", transport="http", state="failed", tools=0, error="connection refused"),
+        ],
+        pending=1,
+        prompts=[
+            ep.PendingPrompt(
+                id="0f3a9c2b7d1e4a55",
+                variant="call_tool_write",
+                server="todo",
+                tool="add",
+                expires_at="2026-11-21T10:05:00.000Z",
+            )
+        ],
+        editors=[ep.EditorInfo(id="editor-1", name="vscode 1.2", transport="stdio", attached_at="2026-11-21T10:00Z")],
+        config_error="permissions.write: Input should be 'allow', 'ask', 'confirm' or 'deny'",
+    )
+
+
+def test_every_editor_payload_has_its_own_schema() -> None:
+    generated = schemas.generate()
+    for name, model in ep.PAYLOADS.items():
+        document = generated[schemas.editor_file(name)]
+        assert document["$id"] == f"https://mcphost.dev/schemas/editor/{name}.schema.json"
+        assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert document["title"].startswith("mcphost editor channel: ")
+        assert document["description"]
+        assert set(model.model_fields) <= set(document["properties"]), name
+        assert document["additionalProperties"] is True, name
+    activity = generated[schemas.editor_file("activity")]
+    assert ep.ACTIVITY in activity["title"]
+    assert activity["$ref"] == generated[schemas.RECORD_FILE]["$id"]
+
+
+def test_permission_requests_as_sent_validate() -> None:
+    validator = editor_validator("permission-request")
+    # As the daemon sends them: model_dump(mode="json"), nulls included.
+    validator.validate(permission_request().model_dump(mode="json"))
+    large = permission_request(arguments=None, arguments_preview='{"text": "aaaa', session_id=None, client=None)
+    validator.validate(large.model_dump(mode="json"))
+    validator.validate(large.model_dump(mode="json", exclude_none=True))
+    # A newer daemon's extra field is still valid.
+    validator.validate({**permission_request().model_dump(mode="json"), "risk": "high"})
+    sent = permission_request().model_dump(mode="json")
+    for field in ("id", "variant", "operation", "action", "server", "tool", "intent", "expires_at", "remember_options"):
+        assert not validator.is_valid({k: v for k, v in sent.items() if k != field}), f"a request without {field}"
+    assert not validator.is_valid({**sent, "operation": "admin"})
+    assert not validator.is_valid({**sent, "remember_options": ["forever"]})
+
+
+def test_permission_responses_are_valid_exactly_when_the_daemon_accepts_them() -> None:
+    validator = editor_validator("permission-response")
+    answers: list[Any] = [
+        {"decision": "allow", "remember": "once"},
+        {"decision": "allow", "remember": "session"},
+        {"decision": "allow", "remember": "always"},
+        {"decision": "allow"},
+        {"decision": "deny"},
+        {"decision": "deny", "remember": "always", "note": "extra fields are ignored"},
+        {"decision": "yes"},
+        {"decision": "allow", "remember": "forever"},
+        {"remember": "once"},
+        {},
+        None,
+        "allow",
+    ]
+    for answer in answers:
+        try:
+            ep.PermissionResponse.model_validate(answer)
+            accepted = True
+        except ValidationError:
+            accepted = False
+        assert validator.is_valid(answer) == accepted, answer
+
+
+def test_status_as_sent_validates() -> None:
+    validator = editor_validator("status")
+    payload = status_payload()
+    validator.validate(payload.model_dump(mode="json", exclude_none=True))
+    # A daemon with no agent endpoint, no socket, no upstreams and nothing pending: null fields are left out.
+    bare = ep.StatusPayload(
+        version="0.1.0", pid=1, mcp=ep.McpEndpoint(url=None), config_path="c", log_path="l", servers=[], pending=0
+    )
+    sent = bare.model_dump(mode="json", exclude_none=True)
+    assert "url" not in sent["mcp"]
+    validator.validate(sent)
+    full = payload.model_dump(mode="json", exclude_none=True)
+    assert not validator.is_valid({**full, "pending": "one"})
+    assert not validator.is_valid({k: v for k, v in full.items() if k != "servers"})
+    assert not validator.is_valid({**full, "editors": [{"id": "editor-1", "name": "x", "transport": "tcp"}]})
+
+
+def test_grants_payloads_validate() -> None:
+    grants = [
+        Grant(scope="session", server="todo", tool="add", variant="call_tool_write", fingerprint="f", session_id="s"),
+        Grant(scope="always", server="todo", tool="delete", variant="call_tool_destructive", fingerprint="f"),
+    ]
+    infos = [g.info() for g in grants]
+    editor_validator("grants-result").validate(ep.GrantsResult(grants=infos).model_dump(mode="json", exclude_none=True))
+    editor_validator("revoke-grants-result").validate(
+        ep.RevokeGrantsResult(revoked=infos[:1]).model_dump(mode="json", exclude_none=True)
+    )
+    assert not editor_validator("grants-result").is_valid({"grants": [{"id": "x", "scope": "forever"}]})
+    params = editor_validator("revoke-grants-params")
+    for sent in ({"ids": [infos[0].id]}, {"tool": "todo:add"}, {"all": True}, {}):
+        params.validate(sent)
+        ep.RevokeGrantsParams.model_validate(sent)
+    assert not params.is_valid({"ids": "abc"})
+    assert not params.is_valid({"all": "yes please"})
+
+
+def test_activity_notifications_validate_against_the_record_schema() -> None:
+    validator = editor_validator("activity")
+    # What the hub sends: the record, null fields left out (the same object as the line in activity.jsonl).
+    record = full_record()
+    sent = record.model_dump(mode="json", exclude_none=True)
+    assert sent == json.loads(record.to_json_line())
+    validator.validate(sent)
+    validator.validate(ActivityRecord(type="config_error", details={"issues": 1}).model_dump(mode="json"))
+    assert not validator.is_valid({k: v for k, v in sent.items() if k != "timestamp"})
