@@ -1,0 +1,28 @@
+"""A log that cannot be written is shown to the editor (status `log_error`), and cleared once it can be again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.editor.support import assert_ok, call, socket_of
+from tests.editor_client import allow, editor
+from tests.helpers import Sandbox, daemon, http_agent
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full to simulate a full disk")
+async def test_a_full_disk_reaches_the_editor_status_and_clears_when_space_returns(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    sandbox.data.mkdir(parents=True)
+    sandbox.log.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
+    async with daemon(sandbox) as d, editor(socket_of(d), allow()) as ed, http_agent(d.url, d.headers) as agent:
+        assert_ok(await call(agent, "read", "read_notes", {}))
+        await ed.wait_for(lambda: any("No space left" in (s.get("log_error") or "") for s in ed.statuses))
+
+        sandbox.log.unlink()  # space is back
+        seen = len(ed.statuses)
+        assert_ok(await call(agent, "read", "read_notes", {}))
+        await ed.wait_for(lambda: any(s.get("log_error") is None for s in ed.statuses[seen:]))
+    # The call made while the disk was full is on record too, written once space returned.
+    assert len(sandbox.tool_calls()) == 2
