@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs mcphost with its test tools into .venv, then runs lint, the type checker and the whole test suite.
+# Installs mcphost with its test tools into .venv, then runs lint, the type checker and the whole test suite; then
+# the VS Code extension's typecheck, lint, unit tests and .vsix, and its end-to-end test in a real VS Code
+# (editor-extension/e2e/run.sh installs what it needs into ~/.cache/mcphost-e2e once: about 5 minutes cold).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +26,23 @@ set -e
 # pytest exits 5 when it collected nothing: that is a broken suite, not a pass.
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests" >&2
-  exit 1
+  status=1
 fi
+if [ "${MCPHOST_SKIP_EXTENSION:-}" = 1 ]; then
+  echo "==> editor-extension: skipped (MCPHOST_SKIP_EXTENSION=1)"
+  exit "$status"
+fi
+
+echo "==> editor-extension: npm ci, typecheck, lint, unit tests, package"
+# One && chain: errexit does not apply inside a command that is followed by ||.
+(
+  cd editor-extension &&
+    npm ci --no-audit --no-fund --loglevel=error &&
+    npm run --silent typecheck &&
+    npm run --silent lint &&
+    npm test &&
+    npm run --silent package
+) || status=1
+echo "==> editor-extension: end-to-end in a real VS Code (code-server + headless Chromium)"
+bash editor-extension/e2e/run.sh || status=1
 exit "$status"

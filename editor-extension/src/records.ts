@@ -1,0 +1,230 @@
+/**
+ * Activity records, pure: how one record reads in the activity view (label, description, tooltip, icon), the
+ * intent filter, and the newest-first bounded list the view shows. src/activityView.ts turns these into tree items.
+ *
+ * A record holds agent-written text (the reason, arguments, the response preview). It is only ever shown as plain
+ * text: tooltips are plain strings, never MarkdownString.
+ */
+
+import type { ActivityRecord } from './protocol';
+import { plain } from './prompts';
+
+export const INTENTS = ['read', 'write', 'destructive'] as const;
+export type Intent = (typeof INTENTS)[number];
+/** The view's filter: one intent, or every record. */
+export type IntentFilter = Intent | 'all';
+
+/** A codicon id and a theme color id, for a ThemeIcon. */
+export interface IconSpec {
+  id: string;
+  color?: string;
+}
+
+export interface RecordView {
+  label: string;
+  description: string;
+  tooltip: string;
+  icon: IconSpec;
+  /** For context menus and tests. */
+  intent: Intent | undefined;
+}
+
+const INTENT_ICONS: Record<Intent, IconSpec> = {
+  read: { id: 'eye', color: 'charts.blue' },
+  write: { id: 'edit', color: 'charts.yellow' },
+  destructive: { id: 'trash', color: 'charts.red' },
+};
+
+const EVENT_ICONS: Record<string, IconSpec> = {
+  config_reload: { id: 'settings-gear' },
+  config_error: { id: 'error', color: 'errorForeground' },
+  upstream_connected: { id: 'plug' },
+  upstream_lost: { id: 'debug-disconnect', color: 'errorForeground' },
+  annotations_changed: { id: 'tag' },
+};
+
+const STATUS_WORDS: Record<string, string> = {
+  success: 'ok',
+  error: 'error',
+  rejected: 'rejected',
+  denied: 'denied',
+  expired: 'expired',
+};
+
+/** The call's intent: the variant it was made with, else the declared operation type. */
+export function recordIntent(record: ActivityRecord): Intent | undefined {
+  const variant = record.metadata?.tool_variant ?? '';
+  for (const intent of INTENTS) {
+    if (variant === `call_tool_${intent}`) {
+      return intent;
+    }
+  }
+  const declared = record.metadata?.intent?.operation_type ?? '';
+  return (INTENTS as readonly string[]).includes(declared) ? (declared as Intent) : undefined;
+}
+
+export function matchesFilter(record: ActivityRecord, filter: IntentFilter): boolean {
+  return filter === 'all' || recordIntent(record) === filter;
+}
+
+/** HH:MM:SS in the given time zone offset (minutes east of UTC, as `-Date.getTimezoneOffset()`); today's date
+ * is left out, another day's is put in front. */
+export function formatTime(timestamp: string, now: Date, offsetMinutes = -now.getTimezoneOffset()): string {
+  const at = Date.parse(timestamp);
+  if (Number.isNaN(at)) {
+    return plain(timestamp, 40);
+  }
+  const local = new Date(at + offsetMinutes * 60_000);
+  const today = new Date(now.getTime() + offsetMinutes * 60_000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  const time = `${pad(local.getUTCHours())}:${pad(local.getUTCMinutes())}:${pad(local.getUTCSeconds())}`;
+  const sameDay =
+    local.getUTCFullYear() === today.getUTCFullYear() &&
+    local.getUTCMonth() === today.getUTCMonth() &&
+    local.getUTCDate() === today.getUTCDate();
+  if (sameDay) {
+    return time;
+  }
+  return `${local.getUTCFullYear()}-${pad(local.getUTCMonth() + 1)}-${pad(local.getUTCDate())} ${time}`;
+}
+
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === undefined || ms === null || !Number.isFinite(ms)) {
+    return '';
+  }
+  if (ms < 1000) {
+    return `${Math.round(ms)} ms`;
+  }
+  return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+function statusWord(record: ActivityRecord): string {
+  const status = record.status ?? '';
+  return STATUS_WORDS[status] ?? plain(status, 20);
+}
+
+function decisionText(record: ActivityRecord): string {
+  const decision = record.decision;
+  if (!decision) {
+    return '';
+  }
+  const by = plain(decision.by, 40).replace(/_/g, ' ');
+  const remember = decision.remember ? `, ${plain(decision.remember, 20)}` : '';
+  return `${plain(decision.outcome, 20)} by ${by}${remember}`;
+}
+
+function eventLabel(record: ActivityRecord): string {
+  const type = plain(record.type, 60).replace(/_/g, ' ');
+  return record.server ? `${type}: ${plain(record.server, 80)}` : type;
+}
+
+export function iconFor(record: ActivityRecord): IconSpec {
+  if (record.type !== 'tool_call') {
+    return EVENT_ICONS[record.type] ?? { id: 'info' };
+  }
+  const intent = recordIntent(record);
+  const icon = intent ? INTENT_ICONS[intent] : { id: 'question' };
+  // The status changes the color only where the call did not go through, so the intent stays readable.
+  if (record.status && record.status !== 'success') {
+    return { id: icon.id, color: record.status === 'expired' ? 'disabledForeground' : 'errorForeground' };
+  }
+  return icon;
+}
+
+export function formatRecord(record: ActivityRecord, now: Date = new Date()): RecordView {
+  const time = formatTime(record.timestamp, now);
+  const intent = recordIntent(record);
+  if (record.type !== 'tool_call') {
+    const label = eventLabel(record);
+    const lines = [label, `at ${plain(record.timestamp, 40)}`];
+    if (record.error?.message) {
+      lines.push(plain(record.error.message, 500, true));
+    }
+    return { label, description: time, tooltip: lines.join('\n'), icon: iconFor(record), intent };
+  }
+  const name = `${plain(record.server ?? '?', 80)}:${plain(record.tool ?? '?', 80)}`;
+  const status = statusWord(record);
+  const duration = formatDuration(record.duration_ms);
+  const description = [status, time, duration].filter(Boolean).join(' · ');
+  const lines = [
+    `${name} (${plain(record.metadata?.tool_variant ?? 'unknown variant', 40)})`,
+    `status: ${status}${record.error ? ` (${plain(record.error.code, 40)})` : ''}`,
+    `at ${plain(record.timestamp, 40)}${duration ? `, took ${duration}` : ''}`,
+  ];
+  const decision = decisionText(record);
+  if (decision) {
+    lines.push(`decision: ${decision}`);
+  }
+  const declared = record.metadata?.intent;
+  if (declared?.data_sensitivity) {
+    lines.push(`data: ${plain(declared.data_sensitivity, 40)}`);
+  }
+  if (declared?.reason) {
+    lines.push(`reason (agent's words): ${plain(declared.reason, 300)}`);
+  }
+  if (record.error?.message) {
+    lines.push(`error: ${plain(record.error.message, 300)}`);
+  }
+  for (const warning of record.warnings ?? []) {
+    lines.push(`warning: ${plain(warning, 200)}`);
+  }
+  lines.push('Click for the full record.');
+  return { label: name, description, tooltip: lines.join('\n'), icon: iconFor(record), intent };
+}
+
+/** The view's list: newest first (by ULID id, which sorts by time), one entry per id, at most `max`. */
+export class RecordList {
+  private records: ActivityRecord[] = [];
+
+  constructor(private max: number) {}
+
+  setMax(max: number): void {
+    this.max = Math.max(1, Math.floor(max));
+    this.records.length = Math.min(this.records.length, this.max);
+  }
+
+  /** Adds a record; returns false if it was already there. */
+  add(record: ActivityRecord): boolean {
+    if (this.records.some((r) => r.id === record.id)) {
+      return false;
+    }
+    // Records arrive in order almost always; a late one is put where its id sorts.
+    let index = 0;
+    while (index < this.records.length && compareNewestFirst(this.records[index], record) < 0) {
+      index += 1;
+    }
+    this.records.splice(index, 0, record);
+    if (this.records.length > this.max) {
+      this.records.length = this.max;
+    }
+    return true;
+  }
+
+  clear(): void {
+    this.records = [];
+  }
+
+  get(id: string): ActivityRecord | undefined {
+    return this.records.find((r) => r.id === id);
+  }
+
+  list(filter: IntentFilter = 'all'): ActivityRecord[] {
+    return this.records.filter((r) => matchesFilter(r, filter));
+  }
+
+  get size(): number {
+    return this.records.length;
+  }
+}
+
+function compareNewestFirst(a: ActivityRecord, b: ActivityRecord): number {
+  const byTime = Date.parse(b.timestamp) - Date.parse(a.timestamp);
+  if (byTime !== 0 && !Number.isNaN(byTime)) {
+    return byTime;
+  }
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
+}
+
+export function filterLabel(filter: IntentFilter): string {
+  return filter === 'all' ? 'all intents' : `${filter} calls`;
+}

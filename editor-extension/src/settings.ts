@@ -1,0 +1,206 @@
+/**
+ * Settings resolution, pure: from the `mcphost.*` settings, the workspace folders and the environment to the
+ * command that runs mcphost. The file system is reached only through the `exists` callback, so tests can fake it.
+ *
+ * Order: `mcphost.path` (an executable), `mcphost.interpreter` (a Python with mcphost installed, run as
+ * `python -m mcphost`), the workspace's virtual environment (`.venv`, `venv`, `env`), then `mcphost` on PATH.
+ */
+
+import * as path from 'node:path';
+
+export interface McphostSettings {
+  path: string;
+  interpreter: string;
+  configPath: string;
+  env: Record<string, string>;
+}
+
+export interface ResolveContext {
+  settings: McphostSettings;
+  /** File system paths of the workspace folders, the first one first. */
+  workspaceFolders: string[];
+  env: Record<string, string | undefined>;
+  platform: NodeJS.Platform;
+  home: string;
+  /** Whether an executable file exists at this absolute path. */
+  exists: (file: string) => boolean;
+}
+
+export type CommandSource = 'mcphost.path' | 'mcphost.interpreter' | 'workspace venv' | 'PATH';
+
+export interface McphostCommand {
+  /** The executable to spawn. */
+  command: string;
+  /** Arguments before mcphost's own (`-m mcphost` for an interpreter). */
+  prefix: string[];
+  source: CommandSource;
+  /** `--config` for every mcphost command, when the setting names a file. */
+  configPath?: string;
+  /** The daemon's environment on top of the editor's. */
+  env: Record<string, string>;
+}
+
+export type Resolution = { ok: true; command: McphostCommand } | { ok: false; error: string };
+
+export const VENV_DIRS = ['.venv', 'venv', 'env'];
+
+/** `~`, `${workspaceFolder}`, `${userHome}` and `${env:NAME}` expanded; a relative path is taken from the first
+ * workspace folder. Empty stays empty. */
+export function expandPath(value: string, ctx: Pick<ResolveContext, 'workspaceFolders' | 'env' | 'home'>): string {
+  let text = value.trim();
+  if (!text) {
+    return '';
+  }
+  const folder = ctx.workspaceFolders[0] ?? '';
+  text = text
+    .replace(/\$\{workspaceFolder\}/g, folder)
+    .replace(/\$\{userHome\}/g, ctx.home)
+    .replace(/\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => ctx.env[name] ?? '');
+  if (text === '~' || text.startsWith('~/') || text.startsWith('~\\')) {
+    text = path.join(ctx.home, text.slice(1));
+  }
+  if (!path.isAbsolute(text) && (text.includes('/') || text.includes('\\')) && folder) {
+    text = path.join(folder, text);
+  }
+  return text;
+}
+
+function executableNames(base: string, platform: NodeJS.Platform): string[] {
+  return platform === 'win32' ? [`${base}.exe`, `${base}.cmd`, `${base}.bat`] : [base];
+}
+
+/** The first `name` on PATH, or undefined. */
+export function findOnPath(
+  name: string,
+  env: Record<string, string | undefined>,
+  platform: NodeJS.Platform,
+  exists: (file: string) => boolean,
+): string | undefined {
+  const delimiter = platform === 'win32' ? ';' : ':';
+  const pathVar = env.PATH ?? env.Path ?? '';
+  for (const dir of pathVar.split(delimiter)) {
+    if (!dir) {
+      continue;
+    }
+    for (const candidate of executableNames(name, platform)) {
+      const file = path.join(dir, candidate);
+      if (exists(file)) {
+        return file;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** mcphost in one of the workspace folders' virtual environments, or undefined. */
+export function findInVenv(
+  folders: string[],
+  platform: NodeJS.Platform,
+  exists: (file: string) => boolean,
+): string | undefined {
+  const bin = platform === 'win32' ? 'Scripts' : 'bin';
+  for (const folder of folders) {
+    for (const venv of VENV_DIRS) {
+      for (const candidate of executableNames('mcphost', platform)) {
+        const file = path.join(folder, venv, bin, candidate);
+        if (exists(file)) {
+          return file;
+        }
+      }
+    }
+  }
+  return undefined;
+}
+
+export function resolveCommand(ctx: ResolveContext): Resolution {
+  const { settings } = ctx;
+  const configPath = expandPath(settings.configPath, ctx) || undefined;
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(settings.env ?? {})) {
+    if (typeof value === 'string') {
+      env[key] = value;
+    }
+  }
+  const base = { configPath, env };
+
+  const explicit = expandPath(settings.path, ctx);
+  if (explicit) {
+    const found = path.isAbsolute(explicit) ? explicit : findOnPath(explicit, ctx.env, ctx.platform, ctx.exists);
+    if (!found || !ctx.exists(found)) {
+      return { ok: false, error: `mcphost.path is set to "${settings.path}", but no executable is there.` };
+    }
+    return { ok: true, command: { command: found, prefix: [], source: 'mcphost.path', ...base } };
+  }
+
+  const interpreter = expandPath(settings.interpreter, ctx);
+  if (interpreter) {
+    const found = path.isAbsolute(interpreter)
+      ? interpreter
+      : findOnPath(interpreter, ctx.env, ctx.platform, ctx.exists);
+    if (!found || !ctx.exists(found)) {
+      return {
+        ok: false,
+        error: `mcphost.interpreter is set to "${settings.interpreter}", but no interpreter is there.`,
+      };
+    }
+    return { ok: true, command: { command: found, prefix: ['-m', 'mcphost'], source: 'mcphost.interpreter', ...base } };
+  }
+
+  const venv = findInVenv(ctx.workspaceFolders, ctx.platform, ctx.exists);
+  if (venv) {
+    return { ok: true, command: { command: venv, prefix: [], source: 'workspace venv', ...base } };
+  }
+
+  const onPath = findOnPath('mcphost', ctx.env, ctx.platform, ctx.exists);
+  if (onPath) {
+    return { ok: true, command: { command: onPath, prefix: [], source: 'PATH', ...base } };
+  }
+
+  return {
+    ok: false,
+    error:
+      'mcphost was not found: not in the workspace\'s virtual environment (.venv, venv, env) nor on PATH. ' +
+      'Install it (pip install mcphost) or set mcphost.path or mcphost.interpreter.',
+  };
+}
+
+/** Verbosity flags for the daemon from the log channel's level, numbered as vscode.LogLevel numbers them
+ * (0 off, 1 trace, 2 debug, 3 info, 4 warning, 5 error). */
+export function verbosityArgs(logLevel: number): string[] {
+  if (logLevel === 1 || logLevel === 2) {
+    return ['-vv'];
+  }
+  return logLevel === 3 ? ['-v'] : [];
+}
+
+/** Arguments of any mcphost command, `--config` included when the setting names one. */
+export function commandArgs(command: McphostCommand, args: string[]): string[] {
+  const config = command.configPath ? ['--config', command.configPath] : [];
+  return [...command.prefix, ...args, ...config];
+}
+
+/** The daemon's arguments (vscode-languageclient appends `--stdio`). */
+export function serveArgs(command: McphostCommand, logLevel: number): string[] {
+  return commandArgs(command, ['serve', ...verbosityArgs(logLevel)]);
+}
+
+/** A shell command line for a terminal, with every word quoted for POSIX shells (or cmd on Windows). */
+export function shellLine(words: string[], platform: NodeJS.Platform): string {
+  if (platform === 'win32') {
+    return words.map((w) => (/^[\w\-.:\\/=]+$/.test(w) ? w : `"${w.replace(/"/g, '""')}"`)).join(' ');
+  }
+  return words.map((w) => (/^[\w\-.:/=@%+,]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
+export type DaemonLogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+
+/** A daemon stderr line (`mcphost: LEVEL logger: message`, or anything else a process prints) and its level. */
+export function parseDaemonLogLine(line: string): { level: DaemonLogLevel; text: string } {
+  const match = /^mcphost: (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$/.exec(line);
+  if (!match) {
+    return { level: 'info', text: line };
+  }
+  const level: DaemonLogLevel =
+    match[1] === 'DEBUG' ? 'debug' : match[1] === 'INFO' ? 'info' : match[1] === 'WARNING' ? 'warn' : 'error';
+  return { level, text: match[2] };
+}

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { grantItemText, noIcons } from '../src/grantsText';
+import type { StatusPayload } from '../src/protocol';
+import { statusView, upstreamCounts } from '../src/statusText';
+
+function status(overrides: Partial<StatusPayload> = {}): StatusPayload {
+  return {
+    version: '0.1.0',
+    protocol: 1,
+    pid: 42,
+    mcp: { url: 'http://127.0.0.1:1234/mcp', headers: { Authorization: 'Bearer t' } },
+    config_path: '/c/config.toml',
+    log_path: '/d/activity.jsonl',
+    servers: [
+      { name: 'todo', transport: 'stdio', state: 'connected', tools: 5 },
+      { name: 'remote', transport: 'http', state: 'failed', tools: 0, error: 'connection refused' },
+    ],
+    pending: 0,
+    prompts: [],
+    editors: [],
+    ...overrides,
+  };
+}
+
+describe('status', () => {
+  it('counts upstream servers up of total', () => {
+    assert.deepEqual(upstreamCounts(status()), { up: 1, total: 2 });
+  });
+
+  it('shows connected, servers and pending prompts', () => {
+    const view = statusView('connected', status({ pending: 2 }));
+    assert.equal(view.text, '$(shield) mcphost 1/2 $(bell-dot) 2');
+    assert.equal(view.detail, 'connected · 1/2 servers up · 2 prompts pending');
+    assert.equal(view.severity, 'warning');
+    assert.match(view.tooltip, /^remote: failed \(connection refused\)$/m);
+  });
+
+  it('shows one pending prompt in the singular, and no bell without any', () => {
+    assert.match(statusView('connected', status({ pending: 1 })).detail, /1 prompt pending$/);
+    assert.equal(statusView('connected', status({ servers: [] })).text, '$(shield) mcphost 0/0');
+  });
+
+  it('flags config errors', () => {
+    const view = statusView('connected', status({ config_error: 'servers.x: unknown key' }));
+    assert.equal(view.severity, 'error');
+    assert.match(view.tooltip, /config not applied: servers\.x: unknown key/);
+  });
+
+  it('shows not connected, starting and failed', () => {
+    assert.match(statusView('stopped', undefined).detail, /^not connected: the daemon is not running$/);
+    assert.equal(statusView('starting', undefined).busy, true);
+    const failed = statusView('failed', undefined, 'mcphost was not found');
+    assert.equal(failed.severity, 'error');
+    assert.match(failed.tooltip, /mcphost was not found/);
+  });
+});
+
+describe('grants', () => {
+  it('read as server:tool, variant and scope, and when and by whom', () => {
+    const text = grantItemText(
+      {
+        id: 'g1',
+        scope: 'always',
+        server: 'todo',
+        tool: 'add_task',
+        variant: 'call_tool_write',
+        granted_at: '2030-01-01T00:00:00Z',
+        approver: 'Visual Studio Code 1.139',
+      },
+      () => '00:00:00',
+    );
+    assert.deepEqual(text, {
+      label: 'todo:add_task',
+      description: 'call_tool_write · always',
+      detail: 'granted 00:00:00 · by Visual Studio Code 1.139',
+    });
+  });
+
+  it('never render a server-chosen name as an icon', () => {
+    assert.equal(noIcons('$(alert)x'), '$\u200a(alert)x');
+  });
+});
