@@ -1,9 +1,10 @@
 // The extension end to end, in a real VS Code: code-server with the built .vsix, driven in headless Chromium.
 //
 // It installs the extension, opens a workspace whose .venv holds mcphost and whose settings point at a config with
-// the bundled todo server upstream, and lets the extension start the real daemon. Then, as an agent would, it
-// calls through the daemon's MCP endpoint: a write call, whose notification it finds in the page and allows, and
-// whose record it finds in the activity view (and opens); and a destructive call, whose modal it finds and denies.
+// the bundled todo server upstream, and lets the extension start the real daemon. Then, as an agent would (with the
+// MCP TypeScript SDK's client), it calls through the daemon's MCP endpoint: a write call, whose notification it
+// finds in the page and allows, and whose record it finds in the activity view (and opens); and a destructive call,
+// whose modal it finds and denies.
 // It also checks that the endpoint is registered with VS Code's MCP support. Screenshots go to the artifacts dir.
 //
 // Run it through e2e/run.sh, which installs the tools and sets MCPHOST_E2E_TOOLS, _VSIX and _MCPHOST.
@@ -24,7 +25,10 @@ const ARTIFACTS = path.resolve(process.env.MCPHOST_E2E_ARTIFACTS ?? path.join(HE
 const CHROMIUM = process.env.MCPHOST_E2E_CHROMIUM ?? '/usr/bin/chromium';
 const HEADFUL = process.env.MCPHOST_E2E_HEADFUL === '1';
 const CODE_SERVER = path.join(TOOLS, 'node_modules', 'code-server', 'out', 'node', 'entry.js');
-const { chromium } = createRequire(path.join(TOOLS, 'package.json'))('playwright-core');
+const requireTool = createRequire(path.join(TOOLS, 'package.json'));
+const { chromium } = requireTool('playwright-core');
+const { Client } = requireTool('@modelcontextprotocol/sdk/client/index.js');
+const { StreamableHTTPClientTransport } = requireTool('@modelcontextprotocol/sdk/client/streamableHttp.js');
 
 const PYTHON = path.join(path.dirname(fs.realpathSync(MCPHOST)), 'python');
 const started = Date.now();
@@ -82,80 +86,20 @@ async function until(what, fn, timeoutMs = 30_000, intervalMs = 250) {
   }
 }
 
-// ---- an agent: MCP over streamable HTTP, with the URL and token the daemon publishes
+// ---- an agent: the MCP TypeScript SDK's client over streamable HTTP, with the URL and token the daemon publishes
 
-class Agent {
-  constructor(url, headers) {
-    this.url = url;
-    this.headers = headers;
-    this.session = undefined;
-    this.protocol = undefined;
-    this.nextId = 1;
-  }
+/** A call that waits on a prompt takes as long as the user does (prompt_timeout = 120 s): above the SDK's 60 s. */
+const CALL_TIMEOUT_MS = 180_000;
 
-  async post(message) {
-    const headers = {
-      ...this.headers,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    };
-    if (this.session) {
-      headers['mcp-session-id'] = this.session;
-    }
-    if (this.protocol) {
-      headers['mcp-protocol-version'] = this.protocol;
-    }
-    const response = await fetch(this.url, { method: 'POST', headers, body: JSON.stringify(message) });
-    if (!response.ok && response.status !== 202) {
-      throw new Error(`${message.method}: HTTP ${response.status}: ${await response.text()}`);
-    }
-    this.session = response.headers.get('mcp-session-id') ?? this.session;
-    if (message.id === undefined) {
-      return undefined;
-    }
-    const type = response.headers.get('content-type') ?? '';
-    const body = await response.text();
-    const messages = type.includes('text/event-stream')
-      ? body
-          .split(/\r?\n\r?\n/)
-          .map((event) =>
-            event
-              .split(/\r?\n/)
-              .filter((line) => line.startsWith('data:'))
-              .map((line) => line.slice(5).trimStart())
-              .join('\n'),
-          )
-          .filter(Boolean)
-          .map((data) => JSON.parse(data))
-      : [JSON.parse(body)];
-    const reply = messages.find((m) => m.id === message.id);
-    if (!reply) {
-      throw new Error(`${message.method}: no reply in ${body.slice(0, 500)}`);
-    }
-    if (reply.error) {
-      throw new Error(`${message.method}: ${JSON.stringify(reply.error)}`);
-    }
-    return reply.result;
-  }
+async function connectAgent(url, headers) {
+  const client = new Client({ name: 'e2e-agent', version: '1.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  return client;
+}
 
-  request(method, params) {
-    return this.post({ jsonrpc: '2.0', id: this.nextId++, method, params });
-  }
-
-  async initialize() {
-    const result = await this.request('initialize', {
-      protocolVersion: '2025-06-18',
-      capabilities: {},
-      clientInfo: { name: 'e2e-agent', version: '1.0' },
-    });
-    this.protocol = result.protocolVersion;
-    await this.post({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    return result;
-  }
-
-  call(variant, name, args, intent) {
-    return this.request('tools/call', { name: variant, arguments: { name, args, intent } });
-  }
+/** One of mcphost's call_tool_* variants, for the upstream tool `name`, with the agent's intent. */
+function callTool(agent, variant, name, args, intent) {
+  return agent.callTool({ name: variant, arguments: { name, args, intent } }, undefined, { timeout: CALL_TIMEOUT_MS });
 }
 
 /** Monaco renders spaces as no-break spaces. */
@@ -289,8 +233,10 @@ async function main() {
 
   let codeServer;
   let browser;
+  let agent;
   const codeLog = fs.createWriteStream(path.join(ARTIFACTS, 'code-server.log'));
   const cleanup = async () => {
+    await agent?.close().catch(() => undefined);
     await browser?.close().catch(() => undefined);
     if (codeServer && codeServer.exitCode === null) {
       try {
@@ -392,13 +338,15 @@ async function main() {
       await page.keyboard.press('Escape');
     });
 
-    const agent = new Agent(daemonInfo.mcp.url, daemonInfo.mcp.headers);
-    await step('an agent connects to the MCP endpoint with the bearer token', async () => {
-      const init = await agent.initialize();
-      log(`  server: ${init.serverInfo?.name} ${init.serverInfo?.version}`);
+    agent = await step('an agent connects to the MCP endpoint with the bearer token', async () => {
+      const client = await connectAgent(daemonInfo.mcp.url, daemonInfo.mcp.headers);
+      const server = client.getServerVersion();
+      log(`  server: ${server?.name} ${server?.version}`);
+      return client;
     });
 
-    const writeCall = agent.call(
+    const writeCall = callTool(
+      agent,
       'call_tool_write',
       'todo:add_task',
       { title: 'Buy milk (e2e)' },
@@ -457,7 +405,8 @@ async function main() {
       await shot(page, '04-activity-record.png');
     });
 
-    const deleteCall = agent.call(
+    const deleteCall = callTool(
+      agent,
       'call_tool_destructive',
       'todo:delete_task',
       { task_id: added.id },
@@ -533,7 +482,8 @@ async function main() {
     await step('a prompt the daemon withdraws (it expired) disappears', async () => {
       fs.writeFileSync(configFile, goodConfig.replace('prompt_timeout = 120', 'prompt_timeout = 3'));
       await until('the config error to clear', async () => /^\s*0\s+0\s*$/.test(await problems.innerText()), 30_000);
-      const expiring = agent.call(
+      const expiring = callTool(
+        agent,
         'call_tool_write',
         'todo:add_task',
         { title: 'Nobody answers this one' },

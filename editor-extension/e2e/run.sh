@@ -17,7 +17,7 @@ export MCPHOST_E2E_CACHE="$CACHE"
 started=$(date +%s)
 say() { echo "e2e: $*" >&2; }
 
-# 1. Chromium, Node 24, code-server, playwright-core (exit 3: they cannot be had here, so the test is skipped)
+# 1. Chromium, Node 24, code-server, playwright-core, the MCP SDK (exit 3: they cannot be had here: the test is skipped)
 set +e
 TOOLS=$(bash "$HERE/tools.sh")
 rc=$?

