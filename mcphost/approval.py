@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mcphost.activity.capture import capture_arguments
 from mcphost.activity.record import Decision
 from mcphost.config import LoadedConfig
 from mcphost.editor.broker import BrokerResult, Outcome, PermissionBroker
@@ -22,6 +23,9 @@ from mcphost.intent import ToolVariant
 from mcphost.policy import Action, DecidedBy, NoEditor, Policy, Remember, clamp_remember, decide, remember_options
 
 logger = logging.getLogger(__name__)
+
+# What a prompt shows of the arguments (redacted): beyond this, the start of their JSON.
+PROMPT_ARGUMENTS_MAX_BYTES = 16 * 1024
 
 # Asks the agent's MCP client to put a yes/no question to its user; returns True for yes. None: not declared.
 Elicit = Callable[[str, dict[str, Any]], Awaitable[bool]]
@@ -38,8 +42,9 @@ class CallFacts:
     annotations: dict[str, Any]
     call_with: str
     fingerprint: str
-    arguments: dict[str, Any] | None = None
-    arguments_preview: str | None = None
+    # The tool's arguments as the agent sent them: only their redacted capture ever leaves this process.
+    arguments: dict[str, Any] = field(default_factory=dict)
+    redact_keys: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     session_id: str | None = None
     client: str | None = None
@@ -128,6 +133,8 @@ class Approvals:
                 f"{_hints(changed[1])}"
             )
         options = remember_options(policy, facts.variant, facts.session_id is not None)
+        # A person is shown the arguments whatever the log keeps of them ([log] arguments_max_bytes may be 0).
+        shown, preview = capture_arguments(facts.arguments, PROMPT_ARGUMENTS_MAX_BYTES, facts.redact_keys)
         request = PermissionRequest(
             id=uuid.uuid4().hex[:16],
             variant=facts.variant.value,
@@ -135,8 +142,8 @@ class Approvals:
             action="confirm" if verdict.action is Action.CONFIRM else "ask",
             server=facts.server,
             tool=facts.tool,
-            arguments=facts.arguments,
-            arguments_preview=facts.arguments_preview,
+            arguments=shown,
+            arguments_preview=preview,
             intent=PromptIntent(**facts.intent),
             annotations=facts.annotations,
             call_with=facts.call_with,
