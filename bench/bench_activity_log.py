@@ -15,7 +15,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -32,6 +31,7 @@ from typing import Any
 
 import anyio
 
+from bench.common import BenchFailure, emit, failed, machine
 from mcphost.activity.query import intent_type
 from mcphost.activity.record import (
     ActivityRecord,
@@ -51,10 +51,6 @@ NEEDLE = "destructive"  # what `--intent-type destructive` prefilters lines on, 
 SPAN_DAYS = 30  # generated records cover the last 30 days, so `summary --since 100d` reads every one
 _ID_MARK, _TS_MARK = "@@ID@@", "@@TS@@"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-class BenchFailure(Exception):
-    """A command under test did not do what the benchmark assumes; its timing would mean nothing."""
 
 
 # ---------------------------------------------------------------------------------------------------- records
@@ -757,13 +753,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     for tool in ("tail", "grep", "wc"):
         if shutil.which(tool) is None:
             raise BenchFailure(f"{tool} is not on PATH; it is the baseline")
-    host = {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "load_average_1m": os.getloadavg()[0],
-    }
+    host = machine()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mcphost-bench-log-", dir=opts.dir) as tmp:
         root = Path(tmp).resolve()
@@ -943,12 +933,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(opts)
     except BenchFailure as exc:
-        print(f"bench_activity_log: FAILED: {exc}", file=sys.stderr)
-        return 1
-    if opts.json:
-        print(json.dumps(report, indent=2))
-    else:
-        sys.stdout.write(render(report))
+        return failed("bench_activity_log", exc)
+    emit(report, opts.json, render)
     return 0 if report["writing"]["processes"]["check"]["ok"] else 1
 
 

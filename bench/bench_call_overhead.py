@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -26,6 +23,8 @@ from typing import Any, TextIO
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from bench.common import BenchFailure, emit, failed, machine, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "servers" / "probe.py"
@@ -46,10 +45,6 @@ destructive = "allow"
 command = {python}
 args = [{probe}]
 """
-
-
-class BenchFailure(Exception):
-    """The path under test is broken; timing it would measure nothing useful."""
 
 
 @dataclass
@@ -152,12 +147,6 @@ async def concurrent_throughput(target: Target, total: int, callers: int) -> flo
     return per_caller * callers / (elapsed / 1e9)
 
 
-def percentile(sorted_values: list[int], fraction: float) -> float:
-    """Nearest-rank percentile: always a latency that was actually observed."""
-    rank = max(1, math.ceil(fraction * len(sorted_values)))
-    return float(sorted_values[rank - 1])
-
-
 def latency_summary(samples_ns: list[int]) -> dict[str, float]:
     ordered = sorted(samples_ns)
     return {
@@ -248,17 +237,6 @@ def count_tool_calls(path: Path) -> int:
         return 0
     with path.open(encoding="utf-8") as fh:
         return sum(1 for line in fh if line.strip() and json.loads(line).get("type") == "tool_call")
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        # Other work on the machine moves the absolute figures; the load says how much to trust them.
-        "load_average_1m": os.getloadavg()[0],
-    }
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
@@ -355,12 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = anyio.run(run, opts)
     except BenchFailure as exc:
-        print(f"bench_call_overhead: FAILED: {exc}", file=sys.stderr)
-        return 1
-    if opts.json:
-        print(json.dumps(report, indent=2))
-    else:
-        sys.stdout.write(render(report))
+        return failed("bench_call_overhead", exc)
+    emit(report, opts.json, render)
     return 0
 
 

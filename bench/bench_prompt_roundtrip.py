@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -45,15 +43,12 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import BenchFailure, emit, failed, machine, percentile  # noqa: E402
 from tests.helpers import Daemon, Sandbox, daemon, http_agent, text_of  # noqa: E402
 
 TARGET_MS = 3.0
 TOOL = "call_tool_write"
 MODES = ("ask", "allow")
-
-
-class BenchFailure(Exception):
-    """The path under test is broken; timing it would measure nothing useful."""
 
 
 def call_args(tag: str) -> dict[str, Any]:
@@ -256,12 +251,6 @@ def check_records(side: Side) -> tuple[dict[str, list[float]], dict[str, list[fl
 # ---- figures
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest rank: always a value that was observed."""
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(fraction * len(ordered))) - 1]
-
-
 def summary(values: list[float]) -> dict[str, float]:
     return {
         "n": len(values),
@@ -345,12 +334,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
             waits, ask_durations = check_records(ask)
             _, allow_durations = check_records(allow)
             report: dict[str, Any] = {
-                "machine": {
-                    "cpus": os.cpu_count(),
-                    "python": platform.python_version(),
-                    "platform": platform.platform(),
-                    "load_average_start": load_start,
-                },
+                "machine": {**machine(), "load_average_start": load_start},
                 "settings": {
                     "prompts": ask.calls["seq"],
                     "rounds": opts.rounds,
@@ -503,12 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     except* BenchFailure as group:  # raised in an agent's task, it arrives inside a task group's exception group
         failure = group.exceptions[0]
     if failure is not None:
-        print(f"bench_prompt_roundtrip: FAILED: {failure}", file=sys.stderr)
-        return 1
-    if opts.json:
-        print(json.dumps(report, indent=2))
-    else:
-        sys.stdout.write(render(report))
+        return failed("bench_prompt_roundtrip", failure)
+    emit(report, opts.json, render)
     return 0
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.common import BenchFailure, emit, failed, machine
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import parse_args, split_name
 from mcphost.intent import Annotations, OperationType, ToolVariant, raw_intent, validate_call
@@ -86,10 +85,6 @@ CASES: list[tuple[str, str, Callable[[], Any]]] = [
 ]
 
 
-class BenchFailure(Exception):
-    """The code under test does not do what the benchmark assumes; its timing would mean nothing."""
-
-
 def check() -> None:
     args, intent, verdict, decision = full_path()
     if args != json.loads(ARGS_JSON) or intent.operation_type is not OperationType.READ or verdict.warnings:
@@ -133,14 +128,7 @@ def measure(iterations: int, repeats: int) -> dict[str, dict[str, float]]:
 
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
-    host = {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        # Other work on the machine moves the absolute figures; the load says how much to trust them.
-        "load_average_1m": os.getloadavg()[0],
-    }
+    host = machine()
     check()
     figures = measure(opts.iterations, opts.repeats)
     base = figures["baseline"]["median_us"]
@@ -195,12 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(opts)
     except BenchFailure as exc:
-        print(f"bench_validation: FAILED: {exc}", file=sys.stderr)
-        return 1
-    if opts.json:
-        print(json.dumps(report, indent=2))
-    else:
-        sys.stdout.write(render(report))
+        return failed("bench_validation", exc)
+    emit(report, opts.json, render)
     return 0
 
 

@@ -1,0 +1,44 @@
+"""What every benchmark shares: the failure that voids a run, the machine it ran on, percentiles, the output."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class BenchFailure(Exception):
+    """The path under test does not do what the benchmark assumes; timing it would measure nothing."""
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        # Other work on the machine moves the absolute figures; the load says how much to trust them.
+        "load_average_1m": os.getloadavg()[0],
+    }
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest rank: always a value that was observed."""
+    ordered = sorted(values)
+    return float(ordered[max(1, math.ceil(fraction * len(ordered))) - 1])
+
+
+def failed(name: str, failure: BaseException) -> int:
+    print(f"{name}: FAILED: {failure}", file=sys.stderr)
+    return 1
+
+
+def emit(report: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(render(report))
