@@ -29,17 +29,13 @@ def _daemons() -> list[dict[str, Any]]:
 
 async def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
     """Each running daemon's answer; session grants exist only inside the daemons."""
-    import anyio
-
-    from mcphost.editor.client import NoDaemon, attached
+    from mcphost.editor.client import NoDaemon, ask
 
     answers = []
     for info in _daemons():
         try:
-            with anyio.fail_after(5):
-                async with attached(info, "mcphost grants") as client:
-                    answers.append({"pid": info.get("pid"), **(await client.request(method, params))})
-        except (NoDaemon, OSError, TimeoutError) as exc:
+            answers.append({"pid": info.get("pid"), **(await ask(info, "mcphost grants", method, params))})
+        except NoDaemon as exc:
             answers.append({"pid": info.get("pid"), "error": str(exc)})
     return answers
 

@@ -33,10 +33,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    import anyio
-
     from mcphost.editor import protocol as p
-    from mcphost.editor.client import NoDaemon, attached
+    from mcphost.editor.client import NoDaemon, ask
 
     reports = []
     for info in daemons:
@@ -50,10 +48,8 @@ async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reports.append(report)
             continue
         try:
-            with anyio.fail_after(5):
-                async with attached(info, "mcphost status") as client:
-                    report.update(await client.request(p.STATUS))
-        except (NoDaemon, OSError, TimeoutError) as exc:
+            report.update(await ask(info, "mcphost status", p.STATUS))
+        except NoDaemon as exc:
             report["error"] = f"cannot ask it for its status: {exc}"
         reports.append(report)
     return reports

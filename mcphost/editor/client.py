@@ -151,3 +151,17 @@ async def attached(
         yield client
     finally:
         await client.close()
+
+
+# A daemon that takes longer than this to answer one request from a command is as good as gone.
+ASK_TIMEOUT = 5.0
+
+
+async def ask(info: dict[str, Any], name: str, method: str, params: Any = None) -> Any:
+    """One request to one daemon, attached as a watcher (no prompts) for just that long. Raises NoDaemon when the
+    daemon cannot be reached or does not answer in time."""
+    try:
+        async with asyncio.timeout(ASK_TIMEOUT), attached(info, name) as client:
+            return await client.request(method, params)
+    except (OSError, TimeoutError) as exc:
+        raise NoDaemon(f"daemon {info.get('pid')} did not answer {method}: {exc or 'timed out'}") from None
