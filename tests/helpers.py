@@ -105,9 +105,15 @@ def error_of(result: Any) -> dict[str, Any]:
 class Daemon:
     """`mcphost serve` as a real process: its URL and token come from its discovery file, as any tool finds them."""
 
-    def __init__(self, box: Sandbox, process: Any, url: str, token: str, stderr: list[str]) -> None:
-        self.box, self.process, self.url, self.token = box, process, url, token
+    def __init__(self, box: Sandbox, process: Any, info: dict[str, Any], stderr: list[str]) -> None:
+        self.box, self.process, self.info = box, process, info
+        self.url: str = info["mcp"]["url"]
+        self.token: str = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
         self._stderr = stderr
+
+    @property
+    def editor_socket(self) -> str:
+        return str(self.info["editor_socket"])
 
     @property
     def headers(self) -> dict[str, str]:
@@ -154,9 +160,7 @@ async def daemon(box: Sandbox, *extra_args: str) -> AsyncIterator[Daemon]:
             raise AssertionError(f"mcphost serve did not start: {''.join(stderr)}")
         files = list((box.root / "run").glob("daemon-*.json"))
         assert len(files) == 1, files
-        info = json.loads(files[0].read_text(encoding="utf-8"))
-        token = info["mcp"]["headers"]["Authorization"].removeprefix("Bearer ")
-        yield Daemon(box, process, info["mcp"]["url"], token, stderr)
+        yield Daemon(box, process, json.loads(files[0].read_text(encoding="utf-8")), stderr)
     finally:
         if process.poll() is None:
             process.terminate()

@@ -4,7 +4,6 @@ answers that wait for the test to say so, and reading the records of one call.""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,21 +13,10 @@ import anyio
 import anyio.abc
 
 from tests.editor_client import Answer
-from tests.helpers import Daemon, Sandbox, text_of
+from tests.helpers import Sandbox, text_of
 
 # A deadline for anything that should happen "at once" (a prompt arriving, a call ending after an answer).
 SOON = 10
-
-
-def discovery(d: Daemon) -> dict[str, Any]:
-    """The daemon's discovery file, as an editor integration reads it."""
-    path = d.box.root / "run" / f"daemon-{d.process.pid}.json"
-    info: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return info
-
-
-def socket_of(d: Daemon) -> str:
-    return str(discovery(d)["editor_socket"])
 
 
 async def call(

@@ -10,7 +10,7 @@ import pytest_asyncio
 from lsprotocol import types as lsp
 
 from mcphost.editor import protocol as p
-from tests.editor.support import SOON, config_uri, socket_of
+from tests.editor.support import SOON, config_uri
 from tests.editor_client import Editor, editor
 from tests.helpers import Daemon, Sandbox, daemon
 
@@ -65,7 +65,7 @@ def assert_points_at_the_bad_key(found: Sequence[lsp.Diagnostic] | None, line: i
 async def test_saving_an_invalid_config_publishes_diagnostics_and_fixing_clears_them(watched: Daemon) -> None:
     box = watched.box
     uri = config_uri(box.config)
-    async with editor(socket_of(watched)) as ed:
+    async with editor(watched.editor_socket) as ed:
         assert diagnostics(ed, uri) is None  # a good config publishes nothing on attach
         text, line = broken(box)
         box.write_config(text)
@@ -82,11 +82,11 @@ async def test_saving_an_invalid_config_publishes_diagnostics_and_fixing_clears_
 async def test_an_editor_attaching_while_the_config_is_broken_gets_its_diagnostics(watched: Daemon) -> None:
     box = watched.box
     uri = config_uri(box.config)
-    async with editor(socket_of(watched), name="first") as first:
+    async with editor(watched.editor_socket, name="first") as first:
         text, line = broken(box)
         box.write_config(text)
         await first.wait_for(lambda: bool(diagnostics(first, uri)), SOON)  # the daemon has seen the save
-        async with editor(socket_of(watched), name="latecomer") as late:
+        async with editor(watched.editor_socket, name="latecomer") as late:
             await late.wait_for(lambda: bool(diagnostics(late, uri)), SOON)
             assert_points_at_the_bad_key(diagnostics(late, uri), line)
             box.write_config(good(box))

@@ -13,7 +13,7 @@ from typing import Any
 import anyio.to_thread
 import pytest
 
-from tests.editor.support import SOON, assert_ok, call, last_call, new_calls, socket_of
+from tests.editor.support import SOON, assert_ok, call, last_call, new_calls
 from tests.editor_client import allow, editor
 from tests.helpers import Daemon, Sandbox, daemon, http_agent, mcphost
 
@@ -36,7 +36,7 @@ async def cli_json(box: Sandbox, *args: str) -> Any:
 
 async def test_remember_once_prompts_again_next_time(shared: Daemon) -> None:
     before = len(shared.box.tool_calls())
-    async with editor(socket_of(shared), allow("once")) as ed, http_agent(shared.url, shared.headers) as client:
+    async with editor(shared.editor_socket, allow("once")) as ed, http_agent(shared.url, shared.headers) as client:
         assert_ok(await call(client, "write", "plain_echo"))
         assert_ok(await call(client, "write", "plain_echo"))
     assert len(ed.prompts) == 2
@@ -47,7 +47,7 @@ async def test_remember_once_prompts_again_next_time(shared: Daemon) -> None:
 
 
 async def test_remember_session_covers_that_agent_session_only(shared: Daemon) -> None:
-    async with editor(socket_of(shared), allow("session"), name="sessions") as ed:
+    async with editor(shared.editor_socket, allow("session"), name="sessions") as ed:
         async with http_agent(shared.url, shared.headers, mode="legacy") as first:
             assert_ok(await call(first, "write", "plain_echo"))
             assert ed.prompts[0]["remember_options"] == ["once", "session", "always"]
@@ -72,7 +72,7 @@ async def test_remember_session_covers_that_agent_session_only(shared: Daemon) -
 
 async def test_destructive_always_is_clamped_to_session_with_a_warning(shared: Daemon) -> None:
     async with (
-        editor(socket_of(shared), allow("always")) as ed,
+        editor(shared.editor_socket, allow("always")) as ed,
         http_agent(shared.url, shared.headers, mode="legacy") as client,
     ):
         assert_ok(await call(client, "destructive", "wipe_notes"))
@@ -88,7 +88,7 @@ async def test_destructive_always_is_clamped_to_session_with_a_warning(shared: D
 
 async def test_a_grant_is_dropped_when_the_tool_annotations_change(shared: Daemon) -> None:
     async with (
-        editor(socket_of(shared), allow("session")) as ed,
+        editor(shared.editor_socket, allow("session")) as ed,
         http_agent(shared.url, shared.headers, mode="legacy") as client,
     ):
         assert_ok(await call(client, "write", "shifty"))
@@ -118,7 +118,7 @@ async def test_always_is_persisted_survives_a_restart_and_can_be_revoked(sandbox
     sandbox.write_config(sandbox.probe_server())
     async with (
         daemon(sandbox) as first,
-        editor(socket_of(first), allow("always")) as ed,
+        editor(first.editor_socket, allow("always")) as ed,
         http_agent(first.url, first.headers) as client,
     ):
         assert_ok(await call(client, "write", "plain_echo"))
@@ -133,7 +133,7 @@ async def test_always_is_persisted_survives_a_restart_and_can_be_revoked(sandbox
 
     async with (
         daemon(sandbox) as second,
-        editor(socket_of(second), allow("once")) as ed,
+        editor(second.editor_socket, allow("once")) as ed,
         http_agent(second.url, second.headers) as client,
     ):
         assert_ok(await call(client, "write", "plain_echo"))
@@ -154,7 +154,7 @@ async def test_destructive_always_is_kept_when_the_config_allows_it(sandbox: San
     sandbox.write_config('[permissions]\nremember_destructive = "always"\n\n' + sandbox.probe_server())
     async with (
         daemon(sandbox) as d,
-        editor(socket_of(d), allow("always")) as ed,
+        editor(d.editor_socket, allow("always")) as ed,
         http_agent(d.url, d.headers) as client,
     ):
         assert_ok(await call(client, "destructive", "wipe_notes"))

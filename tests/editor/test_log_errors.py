@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.editor.support import assert_ok, call, socket_of
+from tests.editor.support import assert_ok, call
 from tests.editor_client import allow, editor
 from tests.helpers import Sandbox, daemon, http_agent
 
@@ -16,7 +16,7 @@ async def test_a_full_disk_reaches_the_editor_status_and_clears_when_space_retur
     sandbox.write_config(sandbox.probe_server())
     sandbox.data.mkdir(parents=True)
     sandbox.log.symlink_to("/dev/full")  # every write fails with ENOSPC, as on a full disk
-    async with daemon(sandbox) as d, editor(socket_of(d), allow()) as ed, http_agent(d.url, d.headers) as agent:
+    async with daemon(sandbox) as d, editor(d.editor_socket, allow()) as ed, http_agent(d.url, d.headers) as agent:
         assert_ok(await call(agent, "read", "read_notes", {}))
         await ed.wait_for(lambda: any("No space left" in (s.get("log_error") or "") for s in ed.statuses))
 

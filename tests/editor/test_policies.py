@@ -17,7 +17,7 @@ from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.editor.support import SOON, assert_ok, call, last_call, socket_of
+from tests.editor.support import SOON, assert_ok, call, last_call
 from tests.editor_client import allow, editor, never
 from tests.helpers import Daemon, Sandbox, daemon, error_of, http_agent
 
@@ -38,7 +38,7 @@ async def lenient(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dae
 
 async def test_lenient_validation_lets_mismatches_through_with_warnings_in_the_prompt(lenient: Daemon) -> None:
     d = lenient
-    async with editor(socket_of(d), allow()) as ed, http_agent(d.url, d.headers) as client:
+    async with editor(d.editor_socket, allow()) as ed, http_agent(d.url, d.headers) as client:
         assert_ok(await call(client, "write", "read_notes"))
         assert_ok(await call(client, "write", "wipe_notes"))  # strict validation would reject this one
     on_read_only, on_destructive = ed.prompts
@@ -53,7 +53,7 @@ async def test_lenient_validation_lets_mismatches_through_with_warnings_in_the_p
 
 async def test_an_unanswered_prompt_expires_and_is_withdrawn(sandbox: Sandbox) -> None:
     sandbox.write_config("[permissions]\nprompt_timeout = 0.5\n\n" + sandbox.probe_server())
-    async with daemon(sandbox) as d, editor(socket_of(d), never()) as ed, http_agent(d.url, d.headers) as client:
+    async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed, http_agent(d.url, d.headers) as client:
         with anyio.fail_after(SOON):
             error = error_of(await call(client, "write", "plain_echo"))
         await ed.wait_for(lambda: bool(ed.cancelled), SOON)

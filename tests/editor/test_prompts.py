@@ -24,7 +24,6 @@ from tests.editor.support import (
     gated,
     last_call,
     new_calls,
-    socket_of,
 )
 from tests.editor_client import allow, deny, disconnect, editor, never
 from tests.helpers import Daemon, error_of, http_agent, mcphost
@@ -36,7 +35,7 @@ GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
 async def test_write_and_destructive_calls_prompt_and_read_calls_never_do(shared: Daemon) -> None:
-    async with editor(socket_of(shared), allow()) as ed, http_agent(shared.url, shared.headers) as client:
+    async with editor(shared.editor_socket, allow()) as ed, http_agent(shared.url, shared.headers) as client:
         assert_ok(await call(client, "read", "read_notes"))
         assert ed.prompts == []
         assert last_call(shared.box)["decision"]["by"] == "policy"
@@ -50,7 +49,7 @@ async def test_write_and_destructive_calls_prompt_and_read_calls_never_do(shared
 
 async def test_prompt_carries_what_a_person_needs_with_secrets_redacted(shared: Daemon) -> None:
     secret_args = {"text": "rotate it", "api_key": OPENAI_KEY, "note": f"use Authorization: Bearer {GITHUB_TOKEN}"}
-    async with editor(socket_of(shared), allow()) as ed, http_agent(shared.url, shared.headers) as client:
+    async with editor(shared.editor_socket, allow()) as ed, http_agent(shared.url, shared.headers) as client:
         sent = datetime.now(UTC)
         assert_ok(
             await call(
@@ -89,7 +88,7 @@ async def test_prompt_carries_what_a_person_needs_with_secrets_redacted(shared: 
 
 async def test_allow_lets_the_call_through_and_records_who_decided(shared: Daemon) -> None:
     async with (
-        editor(socket_of(shared), allow(), name="alice-editor") as ed,
+        editor(shared.editor_socket, allow(), name="alice-editor") as ed,
         http_agent(shared.url, shared.headers) as client,
     ):
         result = await call(client, "write", "plain_echo", {"text": "approved"})
@@ -106,7 +105,10 @@ async def test_allow_lets_the_call_through_and_records_who_decided(shared: Daemo
 
 
 async def test_deny_ends_the_call_as_permission_denied(shared: Daemon) -> None:
-    async with editor(socket_of(shared), deny(), name="bob-editor") as ed, http_agent(shared.url, shared.headers) as c:
+    async with (
+        editor(shared.editor_socket, deny(), name="bob-editor") as ed,
+        http_agent(shared.url, shared.headers) as c,
+    ):
         result = await call(c, "write", "plain_echo", {"text": "nope"})
     error = error_of(result)
     assert error["code"] == "PERMISSION_DENIED"
@@ -121,8 +123,8 @@ async def test_deny_ends_the_call_as_permission_denied(shared: Daemon) -> None:
 async def test_first_answer_wins_and_the_other_editor_is_told_to_withdraw(shared: Daemon) -> None:
     before = len(shared.box.tool_calls())
     async with (
-        editor(socket_of(shared), never(), name="slow-editor") as slow,
-        editor(socket_of(shared), allow(), name="fast-editor") as fast,
+        editor(shared.editor_socket, never(), name="slow-editor") as slow,
+        editor(shared.editor_socket, allow(), name="fast-editor") as fast,
         http_agent(shared.url, shared.headers) as client,
     ):
         assert_ok(await call(client, "write", "plain_echo"))
@@ -136,13 +138,13 @@ async def test_first_answer_wins_and_the_other_editor_is_told_to_withdraw(shared
 
 async def test_an_editor_attaching_while_a_prompt_waits_gets_it_too(shared: Daemon) -> None:
     async with (
-        editor(socket_of(shared), never(), name="first") as first,
+        editor(shared.editor_socket, never(), name="first") as first,
         http_agent(shared.url, shared.headers) as client,
         background() as calls,
     ):
         calls.start("write", lambda: call(client, "write", "plain_echo"))
         await first.wait_for(lambda: bool(first.prompts), SOON)
-        async with editor(socket_of(shared), allow(), name="latecomer") as late:
+        async with editor(shared.editor_socket, allow(), name="latecomer") as late:
             assert_ok(await calls.result("write"))
         await first.wait_for(lambda: bool(first.cancelled), SOON)
     assert late.prompts[0]["id"] == first.prompts[0]["id"]
@@ -153,7 +155,7 @@ async def test_concurrent_prompts_are_independent(shared: Daemon) -> None:
     release = asyncio.Event()
     answer = by_request(lambda q: gated(release) if q["arguments"]["text"] == "held" else allow())
     async with (
-        editor(socket_of(shared), answer) as ed,
+        editor(shared.editor_socket, answer) as ed,
         http_agent(shared.url, shared.headers) as slow_agent,
         http_agent(shared.url, shared.headers) as quick_agent,
         background() as calls,
@@ -173,8 +175,8 @@ async def test_concurrent_prompts_are_independent(shared: Daemon) -> None:
 async def test_a_prompt_survives_one_editor_disconnecting_when_another_is_attached(shared: Daemon) -> None:
     release = asyncio.Event()
     async with (
-        editor(socket_of(shared), never(), name="crashing") as crashing,
-        editor(socket_of(shared), gated(release), name="steady") as steady,
+        editor(shared.editor_socket, never(), name="crashing") as crashing,
+        editor(shared.editor_socket, gated(release), name="steady") as steady,
         http_agent(shared.url, shared.headers) as client,
         background() as calls,
     ):
@@ -190,7 +192,7 @@ async def test_a_prompt_survives_one_editor_disconnecting_when_another_is_attach
 
 async def test_the_sole_editor_disconnecting_ends_the_call_with_no_approver(shared: Daemon) -> None:
     async with (
-        editor(socket_of(shared), never(), name="leaving") as ed,
+        editor(shared.editor_socket, never(), name="leaving") as ed,
         http_agent(shared.url, shared.headers) as client,
         background() as calls,
     ):
@@ -217,7 +219,7 @@ async def test_no_editor_attached_denies_at_once(shared: Daemon) -> None:
 async def test_status_shows_editors_and_waiting_prompts(shared: Daemon) -> None:
     release = asyncio.Event()
     async with (
-        editor(socket_of(shared), gated(release), name="watcher") as ed,
+        editor(shared.editor_socket, gated(release), name="watcher") as ed,
         http_agent(shared.url, shared.headers) as client,
         background() as calls,
     ):
@@ -247,7 +249,7 @@ async def test_status_shows_editors_and_waiting_prompts(shared: Daemon) -> None:
 
 async def test_every_tool_call_record_reaches_the_editor_as_activity(shared: Daemon) -> None:
     before = len(shared.box.tool_calls())
-    async with editor(socket_of(shared), allow()) as ed, http_agent(shared.url, shared.headers) as client:
+    async with editor(shared.editor_socket, allow()) as ed, http_agent(shared.url, shared.headers) as client:
         assert_ok(await call(client, "read", "read_notes"))
         assert_ok(await call(client, "write", "plain_echo"))
         error_of(await call(client, "read", "wipe_notes"))  # SERVER_MISMATCH: recorded too

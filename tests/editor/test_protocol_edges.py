@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from tests.editor.support import socket_of
 from tests.helpers import Daemon
 
 
@@ -42,7 +41,7 @@ class RawClient:
 
 @asynccontextmanager
 async def raw(d: Daemon) -> AsyncIterator[RawClient]:
-    reader, writer = await asyncio.open_unix_connection(socket_of(d))
+    reader, writer = await asyncio.open_unix_connection(d.editor_socket)
     client = RawClient(reader, writer)
     client.send({"id": 0, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {}}})
     await client.response_to(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.editor.support import assert_ok, call, last_call, socket_of
+from tests.editor.support import assert_ok, call, last_call
 from tests.editor_client import allow, editor
 from tests.helpers import Daemon, agent, error_of
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="package")  # the shared daemon (con
 
 
 async def test_a_relayed_agent_is_prompted_in_the_daemon_editor_with_session_offered(shared: Daemon) -> None:
-    async with editor(socket_of(shared), allow(), name="relay-editor") as ed, agent(shared.box) as client:
+    async with editor(shared.editor_socket, allow(), name="relay-editor") as ed, agent(shared.box) as client:
         assert_ok(await call(client, "write", "plain_echo", {"text": "relayed"}))
         record = last_call(shared.box)
         assert_ok(await call(client, "destructive", "wipe_notes"))
@@ -27,7 +27,7 @@ async def test_a_relayed_agent_is_prompted_in_the_daemon_editor_with_session_off
 
 
 async def test_in_process_does_not_relay_so_nobody_can_approve(shared: Daemon) -> None:
-    async with editor(socket_of(shared), allow()) as ed, agent(shared.box, "--in-process") as client:
+    async with editor(shared.editor_socket, allow()) as ed, agent(shared.box, "--in-process") as client:
         error = error_of(await call(client, "write", "plain_echo"))
     assert error["code"] == "NO_APPROVER"
     assert ed.prompts == []
@@ -35,7 +35,7 @@ async def test_in_process_does_not_relay_so_nobody_can_approve(shared: Daemon) -
 
 async def test_two_relayed_agents_are_distinct_sessions_for_session_grants(shared: Daemon) -> None:
     async with (
-        editor(socket_of(shared), allow("session")) as ed,
+        editor(shared.editor_socket, allow("session")) as ed,
         agent(shared.box) as first,
         agent(shared.box) as second,
     ):

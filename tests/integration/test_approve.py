@@ -247,23 +247,23 @@ async def test_a_prompt_answered_in_another_editor_is_withdrawn_from_approve(san
         await go.wait()
         return {"decision": "allow", "remember": "once"}
 
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap:
-        info = json.loads(next((sandbox.root / "run").glob("daemon-*.json")).read_text(encoding="utf-8"))
-        async with (
-            editor(info["editor_socket"], after_approve_shows_it, name="other-editor") as ed,
-            http_agent(d.url, d.headers) as agent,
-        ):
-            call = call_in_background(agent, "call_tool_write", WRITE)
-            await ap.expect("Allow?")
-            await ed.prompted.wait()
-            go.set()
-            assert not (await result_of(call)).is_error
-            await ap.expect("withdrawn: the prompt")
-            assert "answered in another editor, expired, or its call ended" in ap.output
-            # Typing now answers nothing: an answer is for the prompt on screen.
-            await ap.type("o")
-            await ap.expect("(no prompt is waiting; ignored: 'o')")
-            assert await ap.finish() == 0
+    async with (
+        probe_daemon(sandbox) as d,
+        approving(sandbox) as ap,
+        editor(d.editor_socket, after_approve_shows_it, name="other-editor") as ed,
+        http_agent(d.url, d.headers) as agent,
+    ):
+        call = call_in_background(agent, "call_tool_write", WRITE)
+        await ap.expect("Allow?")
+        await ed.prompted.wait()
+        go.set()
+        assert not (await result_of(call)).is_error
+        await ap.expect("withdrawn: the prompt")
+        assert "answered in another editor, expired, or its call ended" in ap.output
+        # Typing now answers nothing: an answer is for the prompt on screen.
+        await ap.type("o")
+        await ap.expect("(no prompt is waiting; ignored: 'o')")
+        assert await ap.finish() == 0
     assert "allowed probe:plain_echo" not in ap.output
     assert sandbox.tool_calls()[0]["decision"]["approver"].startswith("other-editor")
 

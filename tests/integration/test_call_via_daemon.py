@@ -12,15 +12,13 @@ from tests.helpers import Sandbox, daemon, mcphost
 
 async def test_a_call_from_the_terminal_is_approved_in_the_attached_editor(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
-    async with daemon(sandbox):
-        [info] = [json.loads(p.read_text(encoding="utf-8")) for p in (sandbox.root / "run").glob("daemon-*.json")]
-        async with editor(info["editor_socket"], allow()) as ed:
-            result = await anyio.to_thread.run_sync(
-                lambda: mcphost(sandbox, "call", "tool-write", "probe:plain_echo", "--args", '{"text": "hi"}')
-            )
+    async with daemon(sandbox) as d, editor(d.editor_socket, allow()) as ed:
+        result = await anyio.to_thread.run_sync(
+            lambda: mcphost(sandbox, "call", "tool-write", "probe:plain_echo", "--args", '{"text": "hi"}')
+        )
     assert result.returncode == 0, result.stderr
     assert "plain_echo: hi" in result.stdout
-    assert f"calling through the daemon {info['pid']}" in result.stderr
+    assert f"calling through the daemon {d.process.pid}" in result.stderr
     assert [p["tool"] for p in ed.prompts] == ["plain_echo"]
     [record] = sandbox.tool_calls()
     assert record["decision"]["by"] == "editor"
@@ -28,12 +26,10 @@ async def test_a_call_from_the_terminal_is_approved_in_the_attached_editor(sandb
 
 async def test_in_process_calls_reach_no_editor(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
-    async with daemon(sandbox):
-        [info] = [json.loads(p.read_text(encoding="utf-8")) for p in (sandbox.root / "run").glob("daemon-*.json")]
-        async with editor(info["editor_socket"], allow()) as ed:
-            result = await anyio.to_thread.run_sync(
-                lambda: mcphost(sandbox, "call", "tool-write", "probe:plain_echo", "--in-process")
-            )
+    async with daemon(sandbox) as d, editor(d.editor_socket, allow()) as ed:
+        result = await anyio.to_thread.run_sync(
+            lambda: mcphost(sandbox, "call", "tool-write", "probe:plain_echo", "--in-process")
+        )
     assert result.returncode == 1
     assert "NO_APPROVER" in result.stderr
     assert ed.prompts == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import anyio
 import anyio.to_thread
 
@@ -13,25 +11,23 @@ from tests.helpers import Sandbox, daemon, error_of, http_agent
 
 async def test_a_waiting_prompt_ends_as_no_approver_when_the_daemon_is_stopped(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
-    async with daemon(sandbox) as d:
-        [info] = [json.loads(p.read_text(encoding="utf-8")) for p in (sandbox.root / "run").glob("daemon-*.json")]
-        async with editor(info["editor_socket"], never()) as ed, http_agent(d.url, d.headers) as agent:
-            results = []
+    async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed, http_agent(d.url, d.headers) as agent:
+        results = []
 
-            async def call() -> None:
-                results.append(
-                    await agent.call_tool(
-                        "call_tool_write",
-                        {"name": "probe:plain_echo", "intent": {"operation_type": "write"}},
-                    )
+        async def call() -> None:
+            results.append(
+                await agent.call_tool(
+                    "call_tool_write",
+                    {"name": "probe:plain_echo", "intent": {"operation_type": "write"}},
                 )
+            )
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(call)
-                with anyio.fail_after(10):
-                    await ed.prompted.wait()
-                d.process.terminate()
-            code = await anyio.to_thread.run_sync(d.process.wait, 15)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                await ed.prompted.wait()
+            d.process.terminate()
+        code = await anyio.to_thread.run_sync(d.process.wait, 15)
     assert code == 0
     error = error_of(results[0])
     assert error["code"] == "NO_APPROVER"
