@@ -5,18 +5,22 @@ that passed the intent check; the decision and the error to end the call with co
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
+
 from mcphost.activity.capture import capture_arguments
 from mcphost.activity.record import Decision
 from mcphost.config import LoadedConfig
 from mcphost.editor.broker import BrokerResult, Outcome, PermissionBroker
-from mcphost.editor.grants import Grant, GrantStore
+from mcphost.editor.grants import Grant, GrantStore, tool_fingerprint
 from mcphost.editor.protocol import Answer, PermissionRequest, PromptIntent
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import ToolVariant
@@ -33,7 +37,7 @@ Elicit = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
 @dataclass(slots=True)
 class CallFacts:
-    """What a person needs to decide on one call (already redacted), and what grants are keyed on."""
+    """What a person needs to decide on one call, and what grants are keyed on."""
 
     variant: ToolVariant
     server: str
@@ -41,7 +45,9 @@ class CallFacts:
     intent: dict[str, str]
     annotations: dict[str, Any]
     call_with: str
-    fingerprint: str
+    # The tool's definition as the server gives it, for the fingerprint grants are bound to.
+    description: str
+    input_schema: dict[str, Any]
     # The tool's arguments as the agent sent them: only their redacted capture ever leaves this process.
     arguments: dict[str, Any] = field(default_factory=dict)
     redact_keys: list[str] = field(default_factory=list)
@@ -52,6 +58,11 @@ class CallFacts:
     @property
     def qualified(self) -> str:
         return f"{self.server}:{self.tool}"
+
+    @property
+    def fingerprint(self) -> str:
+        # Computed only for calls that need a person: hashing the schema is no work for a call the policy allows.
+        return tool_fingerprint(self.description, self.input_schema, self.annotations)
 
 
 @dataclass(slots=True)
@@ -106,7 +117,8 @@ class Approvals:
             return Authorization(decision(DecidedBy.POLICY, "allow"))
 
         warnings: list[str] = []
-        found = self.grants.lookup(facts.session_id, facts.server, facts.tool, facts.variant.value, facts.fingerprint)
+        fingerprint = facts.fingerprint
+        found = self.grants.lookup(facts.session_id, facts.server, facts.tool, facts.variant.value, fingerprint)
         for stale in found.stale:
             warnings.append(
                 f"a remembered approval ({stale.scope}) for {facts.qualified} was dropped: the tool's definition or "
@@ -248,10 +260,6 @@ class Approvals:
         action: Action,
         warnings: list[str],
     ) -> Authorization:
-        import time
-
-        import anyio
-
         started = time.perf_counter()
         message = elicitation_message(request)
         schema = {
@@ -322,8 +330,6 @@ def no_approver_error(
 
 def elicitation_message(request: PermissionRequest) -> str:
     """The question put to the person through the agent's client: plain text, the agent's words quoted."""
-    import json
-
     arguments = request.arguments_preview
     if request.arguments is not None:
         arguments = json.dumps(request.arguments, ensure_ascii=False)

@@ -27,7 +27,6 @@ from mcphost.upstream.manager import UpstreamManager
 
 logger = logging.getLogger(__name__)
 
-ConfigListener = Callable[[LoadedConfig, LoadedConfig, ConfigDiff], None]
 # "config" (a save was applied), "config_error" (a save was rejected), "upstream" (a server's state changed)
 HostListener = Callable[[str], None]
 
@@ -55,7 +54,6 @@ class Host:
         self._watch = watch
         self._watcher: ConfigWatcher | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._config_listeners: list[ConfigListener] = []
         self._listeners: list[HostListener] = []
         self.activity = ActivityLog(activity_log_path(), log_settings(loaded))
         self.upstreams = UpstreamManager(on_event=self._on_upstream_event)
@@ -64,9 +62,6 @@ class Host:
         self.approvals = Approvals(self.broker, self.grants)
         # Each call reads `self.loaded` once when it starts, so swapping it is the whole of an atomic reload.
         self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity, self.approvals)
-
-    def on_config_change(self, listener: ConfigListener) -> None:
-        self._config_listeners.append(listener)
 
     def on_event(self, listener: HostListener) -> None:
         self._listeners.append(listener)
@@ -122,11 +117,6 @@ class Host:
             file=sys.stderr,
             flush=True,
         )
-        for listener in self._config_listeners:
-            try:
-                listener(old, new, diff)
-            except Exception:
-                logger.exception("config listener failed")
         self._emit("config")
         return diff
 

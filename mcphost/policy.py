@@ -101,6 +101,7 @@ def clamp_remember(asked: Remember, options: list[Remember]) -> Remember:
 
 
 def decide(policy: Policy, variant: ToolVariant, server: str, tool: str) -> PolicyDecision:
-    # server and tool are part of the signature because remembered grants (per server:tool) decide here too.
+    # server and tool are in the signature for rules per server:tool; remembered grants are looked up by the
+    # caller (mcphost.approval), which has the tool's fingerprint and the agent's session.
     del server, tool
     return PolicyDecision(policy.for_variant(variant), f"permissions.{variant.operation.value}")

@@ -29,7 +29,6 @@ from mcphost.activity.record import (
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval import Approvals, CallFacts, Elicit
 from mcphost.config import LoadedConfig, effective_annotations
-from mcphost.editor.grants import tool_fingerprint
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
 from mcphost.intent import (
@@ -255,7 +254,8 @@ class Gateway:
                     intent=intent.to_dict(),
                     annotations=annotations,
                     call_with=call_with,
-                    fingerprint=tool_fingerprint(upstream_tool.description, upstream_tool.input_schema, annotations),
+                    description=upstream_tool.description,
+                    input_schema=upstream_tool.input_schema,
                     arguments=args,
                     redact_keys=log.redact_keys,
                     warnings=list(outcome.warnings),
