@@ -423,25 +423,18 @@ class EditorHub:
 async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     """Reader and writer for the channel on fd 0/1. The fds are taken over: 0 and 1 then point at /dev/null and
     stderr, so that no stray print (ours, a library's, an upstream's) can ever corrupt the protocol stream."""
-    from mcphost.gateway.stdio import claim_stdio, is_pipe_or_socket
+    from mcphost.gateway.stdio import claim_stdio, is_pipe_or_socket, pipe_streams
 
     proto_in, proto_out = claim_stdio()
-    in_file = os.fdopen(proto_in, "rb", buffering=0)
-    out_file = os.fdopen(proto_out, "wb", buffering=0)
     if not (is_pipe_or_socket(proto_in) and is_pipe_or_socket(proto_out)):
-        yield StdinAsyncReader(in_file), StdoutWriter(out_file)
+        # A regular file (a recorded session replayed): pygls' thread-backed reader.
+        yield (
+            StdinAsyncReader(os.fdopen(proto_in, "rb", buffering=0)),
+            StdoutWriter(os.fdopen(proto_out, "wb", buffering=0)),
+        )
         return
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
-    write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-    try:
-        yield reader, writer
-    finally:
-        read_transport.close()
-        with contextlib.suppress(Exception):
-            writer.close()
+    async with pipe_streams(proto_in, proto_out) as streams:
+        yield streams
 
 
 def _problems(exc: ValidationError) -> str:

@@ -43,6 +43,24 @@ def claim_stdio() -> tuple[int, int]:
 
 
 @asynccontextmanager
+async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """asyncio streams over two pipe (or socket, or tty) fds, without threads; both closed on exit."""
+    loop = asyncio.get_running_loop()
+    in_file = os.fdopen(in_fd, "rb", buffering=0)
+    out_file = os.fdopen(out_fd, "wb", buffering=0)
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
+    write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    try:
+        yield reader, writer
+    finally:
+        read_transport.close()
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+@asynccontextmanager
 async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
     """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys."""
     if not (is_pipe_or_socket(0) and is_pipe_or_socket(1)) or os.isatty(0):
@@ -50,19 +68,15 @@ async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
             yield streams
         return
 
-    loop = asyncio.get_running_loop()
-    proto_in, proto_out = claim_stdio()
-    in_file = os.fdopen(proto_in, "rb", buffering=0)
-    out_file = os.fdopen(proto_out, "wb", buffering=0)
+    async with pipe_streams(*claim_stdio()) as (reader, writer), _session_streams(reader, writer) as streams:
+        yield streams
 
-    reader = asyncio.StreamReader(limit=MAX_LINE)
-    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
-    write_transport, write_protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin,
-        out_file,
-    )
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
 
+@asynccontextmanager
+async def _session_streams(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`."""
     to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage](16)
 
@@ -103,19 +117,14 @@ async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
         finally:
             writer_done.set()
 
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stdin_reader)
-            tg.start_soon(stdout_writer)
-            try:
-                yield from_stdin, to_stdout
-            finally:
-                # Let the last responses reach the agent (the server closes its write stream when it stops),
-                # but never hang on an agent that stopped reading.
-                with anyio.move_on_after(5):
-                    await writer_done.wait()
-                tg.cancel_scope.cancel()
-    finally:
-        read_transport.close()
-        with contextlib.suppress(Exception):
-            writer.close()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdin_reader)
+        tg.start_soon(stdout_writer)
+        try:
+            yield from_stdin, to_stdout
+        finally:
+            # Let the last responses reach the agent (the server closes its write stream when it stops),
+            # but never hang on an agent that stopped reading.
+            with anyio.move_on_after(5):
+                await writer_done.wait()
+            tg.cancel_scope.cancel()
