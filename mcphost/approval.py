@@ -19,7 +19,7 @@ import anyio
 from mcphost.activity.capture import capture_arguments
 from mcphost.activity.record import Decision
 from mcphost.config import LoadedConfig
-from mcphost.editor.broker import BrokerResult, Outcome, PermissionBroker
+from mcphost.editor.broker import BrokerResult, Outcome, PermissionBroker, ms_since
 from mcphost.editor.grants import Grant, GrantStore, tool_fingerprint
 from mcphost.editor.protocol import Answer, PermissionRequest, PromptIntent
 from mcphost.errors import ErrorCode, GatewayError
@@ -274,7 +274,7 @@ class Approvals:
         except Exception as exc:
             logger.info("elicitation for %s failed: %s", facts.qualified, exc)
             answer = False
-        wait_ms = round((time.perf_counter() - started) * 1000, 3)
+        wait_ms = ms_since(started)
         rule = f"permissions.no_editor = {policy.no_editor.value}"
         details = {"variant": facts.variant.value, "tool": facts.qualified, "denied_by": DecidedBy.ELICITATION.value}
         if answer is None:

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from mcphost.activity.query import intent_type, record_time
+
+
+def ascii_only(stream: TextIO | None = None) -> bool:
+    """True when the stream (stdout by default) cannot take the icons: its encoding is not UTF-8."""
+    encoding = (getattr(stream or sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    return encoding != "utf8"
+
 
 # One icon per intent, used for nothing else, so a destructive call stands out in a scrolling tail.
 INTENT_ICONS = {"read": "📖", "write": "📝", "destructive": "💥"}

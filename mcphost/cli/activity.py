@@ -10,7 +10,7 @@ from typing import Any
 from mcphost.activity import display
 from mcphost.activity.query import DEFAULT_LIMIT, RecordFilter, matching_newest_first, select, summarize
 from mcphost.activity.reader import records_newest_first
-from mcphost.cli.filters import add_filter_flags, ascii_only, filter_from, log_path, usage_error
+from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
 
 FORMATS = ("table", "json", "yaml")
 
@@ -72,7 +72,7 @@ def run_list(args: argparse.Namespace) -> int:
     if not page.records:
         print("no matching activity", file=sys.stderr)
         return 0
-    print(display.table(page.records, ascii_only()))
+    print(display.table(page.records, display.ascii_only()))
     if page.next_cursor is not None:
         print(f"(newest {len(page.records)} shown; --limit N for more, 0 for all)", file=sys.stderr)
     return 0
@@ -84,7 +84,7 @@ def run_show(args: argparse.Namespace) -> int:
     for record in records_newest_first(path, wanted.encode("utf-8", "replace")):
         if record.get("id") == wanted:
             if args.output == "text":
-                print(display.detail(record, ascii_only()))
+                print(display.detail(record, display.ascii_only()))
             else:
                 _print(record, args.output)
             return 0
@@ -101,7 +101,7 @@ def run_summary(args: argparse.Namespace) -> int:
         return 0
     print(f"{summary['total']} records since {display.safe(args.since)}", end="")
     print(f" ({summary['first']} .. {summary['last']})" if summary["total"] else "")
-    plain = ascii_only()
+    plain = display.ascii_only()
     icons = display.ASCII_ICONS if plain else display.INTENT_ICONS
     for title, key in (("intent", "by_intent"), ("status", "by_status"), ("server", "by_server"), ("type", "by_type")):
         counts: dict[str, int] = summary[key]

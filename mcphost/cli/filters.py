@@ -54,8 +54,3 @@ def filter_from(args: argparse.Namespace) -> RecordFilter:
 
 def log_path(args: argparse.Namespace) -> Path:
     return Path(args.file).expanduser() if args.file else activity_log_path()
-
-
-def ascii_only() -> bool:
-    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
-    return encoding != "utf8"

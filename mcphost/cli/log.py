@@ -9,7 +9,7 @@ import time
 
 from mcphost.activity import display
 from mcphost.activity.reader import Follower, Record, tail
-from mcphost.cli.filters import add_filter_flags, ascii_only, filter_from, log_path, usage_error
+from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
 
 POLL_INTERVAL = 0.1
 
@@ -31,7 +31,7 @@ def run_tail(args: argparse.Namespace) -> int:
     flt = filter_from(args)
     path = log_path(args)
     records, position = tail(path, args.lines, flt.matches, flt.needle(), flt.is_past)
-    plain = ascii_only()
+    plain = display.ascii_only()
 
     def emit(record: Record) -> None:
         if args.output == "json":

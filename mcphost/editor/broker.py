@@ -128,7 +128,7 @@ class PermissionBroker:
         try:
             return await asyncio.wait_for(asyncio.shield(pending.result), expires_in)
         except TimeoutError:
-            return BrokerResult(Outcome.TIMEOUT, wait_ms=_ms_since(started))
+            return BrokerResult(Outcome.TIMEOUT, wait_ms=ms_since(started))
         finally:
             # Answered, expired, or the call itself was cancelled: the prompt leaves every other screen.
             del self.pending[request.id]
@@ -142,7 +142,7 @@ class PermissionBroker:
         for pending in self.pending.values():
             if not pending.result.done():
                 pending.result.set_result(
-                    BrokerResult(Outcome.NO_APPROVER, wait_ms=_ms_since(pending.started), reason=reason)
+                    BrokerResult(Outcome.NO_APPROVER, wait_ms=ms_since(pending.started), reason=reason)
                 )
 
     def _ask(self, pending: _Pending, approver: Approver) -> None:
@@ -173,7 +173,7 @@ class PermissionBroker:
         if not pending.result.done():
             pending.result.set_result(
                 BrokerResult(
-                    Outcome.ANSWERED, response=response, approver=approver.label, wait_ms=_ms_since(pending.started)
+                    Outcome.ANSWERED, response=response, approver=approver.label, wait_ms=ms_since(pending.started)
                 )
             )
 
@@ -186,9 +186,9 @@ class PermissionBroker:
             reason = "no attached approver could answer (" + "; ".join(pending.failures) + ")"
         with contextlib.suppress(asyncio.InvalidStateError):
             pending.result.set_result(
-                BrokerResult(Outcome.NO_APPROVER, wait_ms=_ms_since(pending.started), reason=reason)
+                BrokerResult(Outcome.NO_APPROVER, wait_ms=ms_since(pending.started), reason=reason)
             )
 
 
-def _ms_since(started: float) -> float:
+def ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)

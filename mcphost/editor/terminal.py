@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from mcphost.activity.display import ASCII_ICONS, INTENT_ICONS, safe
+from mcphost.activity.display import ASCII_ICONS, INTENT_ICONS, ascii_only, safe
 from mcphost.editor.protocol import Answer, PermissionRequest, PermissionResponse
 from mcphost.policy import Remember
 
@@ -56,13 +56,12 @@ class Style:
 
 def detect_style(stream: TextIO) -> Style:
     """Colour on a terminal (unless NO_COLOR or TERM=dumb); ASCII when the stream's encoding is not UTF-8."""
-    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    return Style(color=color, ascii_only=encoding != "utf8")
+    return Style(color=color, ascii_only=ascii_only(stream))
 
 
 # ---- what kind of prompt
