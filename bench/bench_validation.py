@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.common import BenchFailure, emit, failed, machine
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.gateway.service import parse_args, split_name
+from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import Annotations, OperationType, ToolVariant, raw_intent, validate_call
 from mcphost.policy import Action, Policy, decide
 

@@ -23,7 +23,7 @@ from pydantic.json_schema import DEFAULT_REF_TEMPLATE, JsonSchemaMode
 from mcphost.activity.query import DEFAULT_LIMIT, INTENT_TYPES, MAX_LIMIT, RECORD_TYPES, STATUSES
 from mcphost.activity.record import ActivityRecord
 from mcphost.editor import protocol as editor_protocol
-from mcphost.gateway.activity_api import API_PATH, QUERY_PARAMETERS
+from mcphost.serve.activity_api import API_PATH, QUERY_PARAMETERS
 
 Document = dict[str, Any]
 

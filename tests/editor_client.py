@@ -21,7 +21,7 @@ from pygls.io_ import run_async
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, LanguageClient, register_lsp_features
 
 from mcphost.editor import protocol as p
-from mcphost.editor.channel import dict_converter
+from mcphost.editor.connection import dict_converter
 
 Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 

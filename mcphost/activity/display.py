@@ -1,41 +1,17 @@
 """How records look to a person: one line per record, a table, a detailed view. Pure over dicts.
 
 Everything shown can hold an agent's text (a tool name it made up, its reason), so it passes through
-`safe()`: control characters, which could move the cursor or recolour the terminal, are shown escaped.
+`console.safe()`: control characters, which could move the cursor or recolour the terminal, are shown escaped.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from mcphost.activity.query import intent_type, record_time
-
-
-def ascii_only(stream: TextIO | None = None) -> bool:
-    """True when the stream (stdout by default) cannot take the icons: its encoding is not UTF-8."""
-    encoding = (getattr(stream or sys.stdout, "encoding", None) or "").lower().replace("-", "")
-    return encoding != "utf8"
-
-
-# One icon per intent, used for nothing else, so a destructive call stands out in a scrolling tail.
-INTENT_ICONS = {"read": "📖", "write": "📝", "destructive": "💥"}
-ASCII_ICONS = {"read": "[R]", "write": "[W]", "destructive": "[D]"}
-EVENT_ICON = "··"
-ASCII_EVENT_ICON = " - "
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def safe(value: Any, limit: int | None = None) -> str:
-    text = "" if value is None else str(value)
-    text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
-    if limit is not None and len(text) > limit:
-        text = text[: max(1, limit - 1)] + "…"
-    return text
+from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, columns, safe
 
 
 def icon(record: Mapping[str, Any], ascii_only: bool = False) -> str:
@@ -138,19 +114,7 @@ def table(records: Sequence[Mapping[str, Any]], ascii_only: bool = False) -> str
                 safe(record.get("id", "")),
             )
         )
-    widths = [max([_width(h)] + [_width(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    out = ["  ".join(_pad(h, widths[i]) for i, h in enumerate(headers)).rstrip()]
-    out += ["  ".join(_pad(c, widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
-    return "\n".join(out)
-
-
-def _width(text: str) -> int:
-    # The intent emoji are double width in terminals.
-    return len(text) + sum(1 for ch in text if ch in "📖📝💥")
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - _width(text))
+    return columns(headers, rows)
 
 
 def detail(record: Mapping[str, Any], ascii_only: bool = False) -> str:

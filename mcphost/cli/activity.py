@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from mcphost import console
 from mcphost.activity import display
 from mcphost.activity.query import DEFAULT_LIMIT, RecordFilter, matching_newest_first, select, summarize
 from mcphost.activity.reader import records_newest_first
@@ -15,8 +16,7 @@ from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_e
 FORMATS = ("table", "json", "yaml")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("activity", parents=[parent], help="list, show and count activity records")
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="activity_command", metavar="ACTION", required=True)
 
     ls = actions.add_parser("list", parents=[parent], help="matching records, newest first")
@@ -72,7 +72,7 @@ def run_list(args: argparse.Namespace) -> int:
     if not page.records:
         print("no matching activity", file=sys.stderr)
         return 0
-    print(display.table(page.records, display.ascii_only()))
+    print(display.table(page.records, console.ascii_only()))
     if page.next_cursor is not None:
         print(f"(newest {len(page.records)} shown; --limit N for more, 0 for all)", file=sys.stderr)
     return 0
@@ -84,11 +84,11 @@ def run_show(args: argparse.Namespace) -> int:
     for record in records_newest_first(path, wanted.encode("utf-8", "replace")):
         if record.get("id") == wanted:
             if args.output == "text":
-                print(display.detail(record, display.ascii_only()))
+                print(display.detail(record, console.ascii_only()))
             else:
                 _print(record, args.output)
             return 0
-    print(f"mcphost: no record with id {display.safe(wanted)!r} in {path} or its rotated files", file=sys.stderr)
+    print(f"mcphost: no record with id {console.safe(wanted)!r} in {path} or its rotated files", file=sys.stderr)
     return 1
 
 
@@ -99,16 +99,16 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.output != "table":
         _print(summary, args.output)
         return 0
-    print(f"{summary['total']} records since {display.safe(args.since)}", end="")
+    print(f"{summary['total']} records since {console.safe(args.since)}", end="")
     print(f" ({summary['first']} .. {summary['last']})" if summary["total"] else "")
-    plain = display.ascii_only()
-    icons = display.ASCII_ICONS if plain else display.INTENT_ICONS
+    plain = console.ascii_only()
+    icons = console.ASCII_ICONS if plain else console.INTENT_ICONS
     for title, key in (("intent", "by_intent"), ("status", "by_status"), ("server", "by_server"), ("type", "by_type")):
         counts: dict[str, int] = summary[key]
         if not counts:
             continue
         print(f"\nby {title}")
         for name, count in counts.items():
-            label = f"{icons[name]} {name}" if key == "by_intent" and name in icons else display.safe(name)
+            label = f"{icons[name]} {name}" if key == "by_intent" and name in icons else console.safe(name)
             print(f"  {label:<24}{count:>8}")
     return 0

@@ -8,25 +8,28 @@ the other attached editors, or end as NO_APPROVER when there are none.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mcphost.approval.terminal import needs_typed_confirmation
+from mcphost.approval.terminal_approver import StdinLines, TerminalApprover
 from mcphost.cli.common import fail
+from mcphost.console import detect_style
+from mcphost.editor import protocol as p
+from mcphost.editor.client import NoDaemon, attached, pick_daemon
 
 if TYPE_CHECKING:
-    from mcphost.editor.protocol import PermissionRequest
-    from mcphost.editor.terminal import Style
-    from mcphost.editor.terminal_approver import Script
+    from mcphost.approval.prompt import PermissionRequest
+    from mcphost.approval.terminal_approver import Script
+    from mcphost.console import Style
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "approve",
-        parents=[parent],
-        help="answer permission prompts in this terminal (attaches to the running daemon like an editor)",
-        description="Attach to the running mcphost daemon as an approver and answer its permission prompts here. "
-        "Answers are read from stdin, one per line; end of input (Ctrl-D) or Ctrl-C detaches.",
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Attach to the running mcphost daemon as an approver and answer its permission prompts here. "
+        "Answers are read from stdin, one per line; end of input (Ctrl-D) or Ctrl-C detaches."
     )
     p.add_argument("--pid", type=int, default=None, help="the daemon to attach to (see `mcphost status`)")
     p.add_argument("--once", action="store_true", help="detach after one answered prompt")
@@ -41,10 +44,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from mcphost.editor.client import NoDaemon, pick_daemon
-    from mcphost.editor.terminal import detect_style
 
     try:
         info = pick_daemon(args.pid)
@@ -66,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _auto_script(answer: str) -> Script:
-    from mcphost.editor.terminal import needs_typed_confirmation
 
     def script(request: PermissionRequest) -> str | None:
         if answer == "allow" and needs_typed_confirmation(request):
@@ -77,11 +75,6 @@ def _auto_script(answer: str) -> Script:
 
 
 async def _approve(info: dict[str, Any], style: Style, *, once: bool, script: Script | None) -> int:
-    import asyncio
-
-    from mcphost.editor import protocol as p
-    from mcphost.editor.client import attached
-    from mcphost.editor.terminal_approver import StdinLines, TerminalApprover
 
     lines = StdinLines()
     approver = TerminalApprover(sys.stdout, style, lines=lines, script=script, once=once, script_note="--auto")

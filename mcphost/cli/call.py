@@ -8,12 +8,16 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import mcp_types as types
+
+from mcphost import discovery
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
 from mcphost.intent import DataSensitivity, ToolVariant
+from mcphost.paths import config_path
+from mcphost.serve.mcp_server import WARNING_PREFIX
 
 if TYPE_CHECKING:
-    import mcp_types as types
-
     from mcphost.gateway.service import CallOutcome
 
 COMMANDS = {
@@ -23,39 +27,32 @@ COMMANDS = {
 }
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    call = sub.add_parser("call", parents=[parent], help="call an upstream tool with a declared intent")
-    variants = call.add_subparsers(dest="variant_command", metavar="VARIANT", required=True)
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
+    variants = p.add_subparsers(dest="variant_command", metavar="VARIANT", required=True)
     for command, variant in COMMANDS.items():
-        p = variants.add_parser(
+        v = variants.add_parser(
             command,
             parents=[parent],
             help=f"call through {variant.value} (intent.operation_type = {variant.operation.value})",
         )
-        p.add_argument("name", metavar="SERVER:TOOL", help="the tool, as retrieve_tools / `mcphost tools` names it")
-        p.add_argument(
+        v.add_argument("name", metavar="SERVER:TOOL", help="the tool, as retrieve_tools / `mcphost tools` names it")
+        v.add_argument(
             "--args", dest="args_json", default=None, metavar="JSON", help="the tool's arguments, a JSON object"
         )
-        p.add_argument("--reason", default=None, help="why (recorded, and shown to whoever approves)")
-        p.add_argument(
+        v.add_argument("--reason", default=None, help="why (recorded, and shown to whoever approves)")
+        v.add_argument(
             "--sensitivity", default=None, choices=[s.value for s in DataSensitivity], help="intent.data_sensitivity"
         )
-        p.add_argument(
+        v.add_argument(
             "--in-process",
             action="store_true",
             help="call from this process even when a daemon is running (its prompts then reach no editor)",
         )
-        add_output_flag(p)
-        p.set_defaults(func=run, variant=variant)
+        add_output_flag(v)
+        v.set_defaults(func=run, variant=variant)
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost import discovery
-    from mcphost.daemon import Host
-    from mcphost.gateway.service import CallContext
-    from mcphost.paths import config_path
 
     variant: ToolVariant = args.variant
     intent: dict[str, Any] = {"operation_type": variant.operation.value}
@@ -76,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
             _via_daemon, target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), variant, arguments
         )
         return _print_daemon_result(result, args.output)
+
+    # Only the path taken is imported: through the daemon, this process needs none of the host.
+    from mcphost.gateway.service import CallContext
+    from mcphost.host import Host
 
     loaded = load_or_exit(args)
 
@@ -115,9 +116,6 @@ async def _via_daemon(
 
 def _print_daemon_result(result: types.CallToolResult, output: str) -> int:
     """The daemon's answer, printed as an in-process call's would be: warnings and errors on stderr."""
-    import mcp_types as types
-
-    from mcphost.gateway.mcp_server import WARNING_PREFIX
 
     blocks = []
     for block in result.content:
@@ -140,8 +138,6 @@ def _print_daemon_result(result: types.CallToolResult, output: str) -> int:
 
 
 def print_result(result: types.CallToolResult, stream: Any) -> None:
-    import mcp_types as types
-
     printed = False
     for block in result.content:
         if isinstance(block, types.TextContent):

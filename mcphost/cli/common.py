@@ -27,9 +27,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def load_or_exit(args: argparse.Namespace) -> LoadedConfig:
     from mcphost.config import ConfigError, load_config
+    from mcphost.demo.default import default_config
 
     try:
-        return load_config(getattr(args, "config", None))
+        return load_config(getattr(args, "config", None), default=default_config)
     except ConfigError as exc:
         fail(f"{exc}\nFix the file, or check it with `mcphost config validate`.")
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from mcphost.activity.redact import redact
 from mcphost.cli.common import load_or_exit, print_json
+from mcphost.config import ConfigError, parse_config
 from mcphost.paths import config_path
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("config", parents=[parent], help="where the config is, what is in force, whether it is valid")
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     actions.add_parser("path", parents=[parent], help="print the config file's path").set_defaults(func=run_path)
     actions.add_parser(
@@ -47,7 +47,6 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from mcphost.config import ConfigError, parse_config
 
     path = Path(args.file) if args.file else config_path(args.config)
     try:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import sys
+
+from mcphost.demo.guided import run_demo
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "demo",
-        parents=[parent],
-        help="a guided run: an agent reads, writes and deletes todo tasks through mcphost (nothing of yours touched)",
-        description="A scripted agent uses the bundled todo server through an in-process mcphost, in a temporary "
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
+    p.description = (
+        "A scripted agent uses the bundled todo server through an in-process mcphost, in a temporary "
         "data directory: your config, activity log, todo list and remembered approvals are not used or changed. "
-        "On a terminal you answer the permission prompts; otherwise scripted answers are shown.",
+        "On a terminal you answer the permission prompts; otherwise scripted answers are shown."
     )
     p.add_argument("--scripted", action="store_true", help="answer the prompts with the scripted decisions")
     p.add_argument("--keep", action="store_true", help="keep the temporary data directory (to look at its log)")
@@ -20,11 +22,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-    import contextlib
-    import sys
-
-    from mcphost.demo.guided import run_demo
 
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]

@@ -5,11 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import anyio
+
+from mcphost import discovery
+from mcphost.approval.grants import read_always, revoke_in_file
 from mcphost.cli.common import add_output_flag, fail, print_json
+from mcphost.config.state import state_path
+from mcphost.console import safe
+from mcphost.editor import protocol as p
+from mcphost.editor.client import NoDaemon, ask
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("grants", parents=[parent], help="list and revoke remembered approvals")
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="grants_command", metavar="ACTION", required=True)
     ls = actions.add_parser("list", parents=[parent], help="remembered approvals: always (state file) and session")
     add_output_flag(ls)
@@ -22,14 +29,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def _daemons() -> list[dict[str, Any]]:
-    from mcphost import discovery
 
     return [d for d in discovery.running() if d.get("editor_socket")]
 
 
 async def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
     """Each running daemon's answer; session grants exist only inside the daemons."""
-    from mcphost.editor.client import NoDaemon, ask
 
     answers = []
     for info in _daemons():
@@ -41,11 +46,6 @@ async def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost.config.state import state_path
-    from mcphost.editor import protocol as p
-    from mcphost.editor.grants import read_always
 
     grants: dict[str, dict[str, Any]] = {}
     for answer in anyio.run(_ask_daemons, p.GRANTS_LIST, {}):
@@ -60,7 +60,6 @@ def run_list(args: argparse.Namespace) -> int:
     if not listed:
         print("No remembered approvals.")
         return 0
-    from mcphost.activity.display import safe
 
     print(f"{'ID':<11} {'SCOPE':<8} {'TOOL':<32} {'VARIANT':<22} GRANTED")
     for g in listed:
@@ -71,11 +70,6 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost.config.state import state_path
-    from mcphost.editor import protocol as p
-    from mcphost.editor.grants import revoke_in_file
 
     if not args.target and not args.all:
         fail("say which approvals to forget: grant ids, server:tool names, or --all (see `mcphost grants list`)", 2)

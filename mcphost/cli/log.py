@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+from mcphost import console
 from mcphost.activity import display
 from mcphost.activity.reader import Follower, Record, tail
 from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
@@ -14,8 +15,7 @@ from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_e
 POLL_INTERVAL = 0.1
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("log", parents=[parent], help="read the activity log")
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="log_command", metavar="ACTION", required=True)
     t = actions.add_parser("tail", parents=[parent], help="the last records, oldest first; -f follows new ones")
     t.add_argument("-n", "--lines", type=int, default=20, metavar="N", help="how many records (default 20)")
@@ -31,7 +31,7 @@ def run_tail(args: argparse.Namespace) -> int:
     flt = filter_from(args)
     path = log_path(args)
     records, position = tail(path, args.lines, flt.matches, flt.needle(), flt.is_past)
-    plain = display.ascii_only()
+    plain = console.ascii_only()
 
     def emit(record: Record) -> None:
         if args.output == "json":

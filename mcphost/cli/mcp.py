@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+import anyio
+
+from mcphost import discovery
 from mcphost.cli.common import load_or_exit
+from mcphost.paths import config_path
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "mcp", parents=[parent], help="serve an agent over MCP on stdio (relayed to a running daemon, if any)"
-    )
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--in-process",
         action="store_true",
@@ -25,15 +26,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost import discovery
-    from mcphost.paths import config_path
-
     if not args.in_process:
         target = discovery.for_config(config_path(args.config))
         if target is not None:
-            from mcphost.gateway.relay import relay
+            # Only the path taken is imported: a relay needs none of the host, the in-process gateway no relay.
+            from mcphost.serve.relay import relay
 
             mcp = target["mcp"]
             print(f"mcphost: relaying to the daemon {target['pid']} at {mcp['url']}", file=sys.stderr, flush=True)
@@ -43,11 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _in_process(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost.daemon import Host
-    from mcphost.gateway.mcp_server import build_server
-    from mcphost.gateway.stdio import serve_stdio
+    from mcphost.host import Host
+    from mcphost.serve.mcp_server import build_server
+    from mcphost.serve.stdio import serve_stdio
 
     loaded = load_or_exit(args)
 

@@ -4,19 +4,25 @@ channel on an owner-only local socket (and on stdin/stdout with --stdio, when an
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import secrets
 import sys
 
+import anyio
+
 from mcphost.cli.common import load_or_exit
+from mcphost.config import Config, ConfigError, LoadedConfig, load_config
+from mcphost.demo.default import default_config
+from mcphost.editor.hub import EditorHub
+from mcphost.editor.listener import listening, serve_stdio
+from mcphost.editor.protocol import McpEndpoint
+from mcphost.host import Host
+from mcphost.serve.http_app import MCP_PATH
+from mcphost.serve.http_server import bind_loopback, serve_http
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "serve",
-        parents=[parent],
-        help="run the daemon: agent MCP endpoint over HTTP on 127.0.0.1, editor channel on a local socket",
-    )
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: [daemon] port, 0 = any free)")
     p.add_argument(
         "--stdio",
@@ -28,21 +34,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost.config import Config, ConfigError, LoadedConfig, load_config
-    from mcphost.daemon import Host
-    from mcphost.editor.channel import EditorHub
-    from mcphost.editor.protocol import McpEndpoint
-    from mcphost.gateway.http_app import MCP_PATH
-    from mcphost.gateway.http_server import bind_loopback, serve_http
 
     startup_error: ConfigError | None = None
     if args.stdio:
         # An editor spawned us: exiting would show the person one log line. Stay up with no upstream servers,
         # show the errors in the editor (diagnostics on the file), and pick the file up once it is fixed.
         try:
-            loaded = load_config(args.config)
+            loaded = load_config(args.config, default=default_config)
         except ConfigError as exc:
             startup_error = exc
             loaded = LoadedConfig(Config(), exc.file, exists=True)
@@ -63,9 +61,17 @@ def run(args: argparse.Namespace) -> int:
         async with Host(loaded, watch=True) as host:
             if startup_error is not None:
                 host.reject(startup_error)
-            hub = EditorHub(host, McpEndpoint(url=url, headers={"Authorization": f"Bearer {token}"}))
-            async with hub.listening() as editor_socket:
-                until = hub.serve_stdio if args.stdio else None
+            hub = EditorHub(
+                broker=host.broker,
+                grants=host.grants,
+                activity=host.activity,
+                upstreams=host.upstreams,
+                config=lambda: (host.loaded.path, host.config_error),
+                endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {token}"}),
+            )
+            host.on_event(hub.host_changed)
+            async with listening(hub) as editor_socket:
+                until = functools.partial(serve_stdio, hub) if args.stdio else None
                 await serve_http(host, sock, token, url, editor_socket=editor_socket, until=until)
 
     anyio.run(main)

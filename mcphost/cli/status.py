@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import anyio
+
+from mcphost import discovery
 from mcphost.cli.common import add_output_flag, print_json
+from mcphost.console import safe
+from mcphost.editor import protocol as p
+from mcphost.editor.client import NoDaemon, ask
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("status", parents=[parent], help="running daemons: upstreams, editors, pending prompts")
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     add_output_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost import discovery
 
     daemons = discovery.running()
     reports = anyio.run(_collect, daemons)
@@ -33,8 +35,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from mcphost.editor import protocol as p
-    from mcphost.editor.client import NoDaemon, ask
 
     reports = []
     for info in daemons:
@@ -56,7 +56,6 @@ async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _describe(report: dict[str, Any]) -> str:
-    from mcphost.activity.display import safe
 
     lines = [f"daemon {report.get('pid')} (mcphost {report.get('version', '?')}, started {report.get('started_at')})"]
     if "error" in report:

@@ -6,15 +6,17 @@ import argparse
 import sys
 from typing import Any
 
+import anyio
+
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
 from mcphost.errors import GatewayError
 from mcphost.gateway.tools import DEFAULT_LIMIT
+from mcphost.host import Host
 
 ICONS = {"call_tool_read": "R", "call_tool_write": "W", "call_tool_destructive": "D"}
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("tools", parents=[parent], help="search the upstream tools, as retrieve_tools does")
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="?", default="", help="what you want to do, in words (empty: all tools)")
     p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help=f"most results (default {DEFAULT_LIMIT})")
     add_output_flag(p)
@@ -22,9 +24,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent: a
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from mcphost.daemon import Host
 
     loaded = load_or_exit(args)
 

@@ -1,6 +1,6 @@
-"""Configuration: models, loading, and (later) the state file and the watcher."""
+"""Configuration: the models, loading with errors a person can act on, the state file and the watcher."""
 
-from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, default_config, load_config, parse_config
+from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, load_config, parse_config
 from mcphost.config.models import Config, ServerConfig, effective_annotations
 
 __all__ = [
@@ -9,7 +9,6 @@ __all__ = [
     "ConfigIssue",
     "LoadedConfig",
     "ServerConfig",
-    "default_config",
     "effective_annotations",
     "load_config",
     "parse_config",

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from mcphost.config.models import Config, ServerConfig
-from mcphost.paths import config_path, data_dir
+from mcphost.config.models import Config
+from mcphost.paths import config_path
 
 logger = logging.getLogger(__name__)
 
@@ -47,16 +47,6 @@ class LoadedConfig:
     config: Config
     path: Path
     exists: bool  # False: the file is absent and the embedded default is in force
-
-
-def default_config() -> Config:
-    """What a new user runs on: the bundled todo server, with a token minted for the local user."""
-    from mcphost.demo import todo
-
-    # Stdio servers inherit only a safe few variables, so the data dir (where the todo server keeps its
-    # database and signing secret) is handed over explicitly.
-    env = {"TODO_TOKEN": todo.mint_token(todo.LOCAL_USER_ID), "MCPHOST_DATA_DIR": str(data_dir())}
-    return Config(servers={"todo": ServerConfig(command=sys.executable, args=["-m", "mcphost.demo.todo"], env=env)})
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -123,14 +113,15 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     return n
 
 
-def load_config(override: str | Path | None = None) -> LoadedConfig:
-    """The config in force: the file if it exists, else the embedded default. Raises ConfigError."""
+def load_config(override: str | Path | None = None, *, default: Callable[[], Config] = Config) -> LoadedConfig:
+    """The config in force: the file if it exists, else `default()` (the commands pass the embedded default of
+    `mcphost.demo.default`, built only when no file exists). Raises ConfigError."""
     path = config_path(override)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         logger.debug("no config file at %s; using the embedded default", path)
-        return LoadedConfig(default_config(), path, exists=False)
+        return LoadedConfig(default(), path, exists=False)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc}")]) from None
     return LoadedConfig(parse_config(text, path), path, exists=True)

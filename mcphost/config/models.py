@@ -25,40 +25,43 @@ class IntentDeclarationConfig(StrictModel):
     )
 
 
+# The policy's own defaults are the config's: one place says what an absent key means.
+_POLICY = Policy()
+
+
+# The `[permissions]` table. Its keys are the fields of `mcphost.policy.Policy`, matched by name (a comment, not a
+# docstring: a docstring would become the table's description in the published schema).
 class PermissionsConfig(StrictModel):
-    read: Action = Field(default=Action.ALLOW, description="What happens to call_tool_read calls.")
-    write: Action = Field(default=Action.ASK, description="What happens to call_tool_write calls.")
-    destructive: Action = Field(default=Action.CONFIRM, description="What happens to call_tool_destructive calls.")
+    read: Action = Field(default=_POLICY.read, description="What happens to call_tool_read calls.")
+    write: Action = Field(default=_POLICY.write, description="What happens to call_tool_write calls.")
+    destructive: Action = Field(default=_POLICY.destructive, description="What happens to call_tool_destructive calls.")
     prompt_timeout: float = Field(
-        default=300.0, gt=0, description="Seconds a prompt waits for an answer; then the call ends as expired."
+        default=_POLICY.prompt_timeout,
+        gt=0,
+        description="Seconds a prompt waits for an answer; then the call ends as expired.",
     )
     no_editor: NoEditor = Field(
-        default=NoEditor.DENY, description="ask/confirm with nobody attached to answer: deny, or elicit via MCP."
+        default=_POLICY.no_editor,
+        description="ask/confirm with nobody attached to answer: deny, or elicit via MCP.",
     )
 
     remember_read: Remember = Field(
-        default=Remember.ALWAYS, description="The longest a person's approval of a read call may be remembered."
+        default=_POLICY.remember_read,
+        description="The longest a person's approval of a read call may be remembered.",
     )
     remember_write: Remember = Field(
-        default=Remember.ALWAYS, description="The longest a person's approval of a write call may be remembered."
+        default=_POLICY.remember_write,
+        description="The longest a person's approval of a write call may be remembered.",
     )
     remember_destructive: Remember = Field(
-        default=Remember.SESSION,
+        default=_POLICY.remember_destructive,
         description='The longest a person\'s approval of a destructive call may be remembered: "always" only '
         "when you set it here.",
     )
 
     def to_policy(self) -> Policy:
-        return Policy(
-            self.read,
-            self.write,
-            self.destructive,
-            self.prompt_timeout,
-            self.no_editor,
-            self.remember_read,
-            self.remember_write,
-            self.remember_destructive,
-        )
+        # By name: a key the policy does not have (or lacks) is a TypeError here, never a silent shift.
+        return Policy(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 class AnnotationOverride(StrictModel):

@@ -85,13 +85,13 @@ class _Narrator:
 def scripted_answer(request: Any) -> str:
     """What the demo types for the person when nobody is at a terminal: allow once, confirming a destructive call
     the way a person must (by typing `yes`)."""
-    from mcphost.editor.terminal import needs_typed_confirmation
+    from mcphost.approval.terminal import needs_typed_confirmation
 
     return "yes" if needs_typed_confirmation(request) else "once"
 
 
 async def run_demo(out: TextIO, *, interactive: bool, keep: bool = False) -> int:
-    from mcphost.editor.terminal import detect_style
+    from mcphost.console import detect_style
 
     style = detect_style(out)
     say = _Narrator(out, style.color)
@@ -124,10 +124,11 @@ async def _guided(say: _Narrator, style: Any, root: Path, interactive: bool) -> 
     from mcp import Client
 
     from mcphost.activity import display
-    from mcphost.config import LoadedConfig, default_config
-    from mcphost.daemon import Host
-    from mcphost.editor.terminal_approver import StdinLines, TerminalApprover
-    from mcphost.gateway.mcp_server import build_server
+    from mcphost.approval.terminal_approver import StdinLines, TerminalApprover
+    from mcphost.config import LoadedConfig
+    from mcphost.demo.default import default_config
+    from mcphost.host import Host
+    from mcphost.serve.mcp_server import build_server
 
     loaded = LoadedConfig(default_config(), root / "config.toml", exists=False)
     policy = loaded.config.permissions

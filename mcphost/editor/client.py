@@ -17,10 +17,12 @@ from pygls.io_ import run_async
 from pygls.protocol import JsonRPCProtocol
 
 from mcphost import __version__, discovery
+from mcphost.approval.prompt import PermissionRequest, PermissionResponse
 from mcphost.editor import protocol as p
-from mcphost.editor.channel import dict_converter, socket_is_ours
+from mcphost.editor.connection import dict_converter
+from mcphost.pipes import socket_is_ours
 
-PromptHandler = Callable[[p.PermissionRequest], Awaitable[p.PermissionResponse]]
+PromptHandler = Callable[[PermissionRequest], Awaitable[PermissionResponse]]
 
 
 class NoDaemon(Exception):
@@ -129,7 +131,7 @@ async def attached(
         handler = on_prompt
 
         async def _prompt(params: Any) -> dict[str, Any]:
-            request = p.PermissionRequest.model_validate(params)
+            request = PermissionRequest.model_validate(params)
             response = await handler(request)
             return response.model_dump(mode="json")
 

@@ -160,10 +160,27 @@ async def _transport(config: ServerConfig, on_eof: Callable[[], None]) -> AsyncI
             yield _EOFWatchingStream(read, on_eof), write
 
 
+# What an upstream's `Client` connects to: a transport for the configured server (stdio or streamable HTTP), or,
+# for in-process tests, an MCP server object in this process. Called with the name, the config and a callback for
+# the transport's end of stream.
+Connector = Callable[[str, ServerConfig, Callable[[], None]], Any]
+
+
+def configured_transport(name: str, config: ServerConfig, on_eof: Callable[[], None]) -> Any:
+    return _transport(config, on_eof)
+
+
 class UpstreamServer:
-    def __init__(self, name: str, config: ServerConfig, on_event: EventSink | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        on_event: EventSink | None = None,
+        connect: Connector = configured_transport,
+    ) -> None:
         self.name = name
         self.config = config
+        self._connect = connect
         self.state = State.CONNECTING
         self.last_error: str | None = None
         self.tools: dict[str, UpstreamTool] = {}
@@ -228,7 +245,7 @@ class UpstreamServer:
     async def _client_for(self, on_eof: Callable[[], None]) -> AsyncIterator[Client]:
         # Legacy handshake: every server speaks it, and it delivers tools/list_changed without a subscription.
         client = Client(
-            _transport(self.config, on_eof),
+            self._connect(self.name, self.config, on_eof),
             mode="legacy",
             cache=None,
             message_handler=self._on_message,

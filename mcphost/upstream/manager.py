@@ -11,7 +11,14 @@ import anyio
 import anyio.abc
 
 from mcphost.config.models import ServerConfig
-from mcphost.upstream.connection import EventSink, State, UpstreamServer, UpstreamTool
+from mcphost.upstream.connection import (
+    Connector,
+    EventSink,
+    State,
+    UpstreamServer,
+    UpstreamTool,
+    configured_transport,
+)
 from mcphost.upstream.index import BM25Index, Document, parameter_names
 
 logger = logging.getLogger(__name__)
@@ -35,8 +42,13 @@ class ServerStatus:
 class UpstreamManager:
     """Owns one `UpstreamServer` per enabled server; a server that fails never blocks or takes down the others."""
 
-    def __init__(self, on_event: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_event: Callable[[str, str, dict[str, Any]], None] | None = None,
+        connect: Connector = configured_transport,
+    ) -> None:
         self.servers: dict[str, UpstreamServer] = {}
+        self._connect = connect
         self._tg: anyio.abc.TaskGroup | None = None
         self._on_event = on_event
         self._index: BM25Index | None = None
@@ -71,7 +83,7 @@ class UpstreamManager:
                 self._tg.start_soon(self.servers.pop(name).retire, name=f"retire:{name}")
         for name, config in configs.items():
             if name not in self.servers:
-                server = UpstreamServer(name, config, self._sink(name))
+                server = UpstreamServer(name, config, self._sink(name), self._connect)
                 self.servers[name] = server
                 self._tg.start_soon(server.run, name=f"upstream:{name}")
 

@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from mcphost.approval.prompt import PermissionRequest
 from mcphost.editor import protocol as p
 from tests.editor.support import (
     SOON,
@@ -58,7 +59,7 @@ async def test_prompt_carries_what_a_person_needs_with_secrets_redacted(shared: 
         )
         assert_ok(await call(client, "write", "read_notes", reason="a write on a read-only tool"))
     destructive, on_read_only = ed.prompts
-    p.PermissionRequest.model_validate(destructive)  # the payload is the documented one
+    PermissionRequest.model_validate(destructive)  # the payload is the documented one
     assert destructive["server"] == "probe" and destructive["tool"] == "wipe_notes"
     assert destructive["variant"] == "call_tool_destructive"
     assert destructive["operation"] == "destructive" and destructive["action"] == "confirm"

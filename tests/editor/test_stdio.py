@@ -21,7 +21,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import register_lsp_features
 
 from mcphost.editor import protocol as p
-from mcphost.editor.channel import dict_converter
+from mcphost.editor.connection import dict_converter
 from tests.editor.support import SOON, assert_ok, call
 from tests.helpers import Sandbox, http_agent
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mcphost.editor.broker import ApproverGone, Outcome, PermissionBroker
-from mcphost.editor.protocol import Answer, PermissionRequest, PermissionResponse, PromptIntent
+from mcphost.approval.broker import ApproverGone, Outcome, PermissionBroker
+from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse, PromptIntent
 from mcphost.policy import Remember
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from mcphost.activity.record import new_record_id
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.gateway.service import parse_args, split_name
+from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import ToolVariant
 
 R = ToolVariant.READ

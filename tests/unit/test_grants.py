@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from mcphost.approval.grants import Grant, GrantStore, find_grant, revoke_in_file, select, tool_fingerprint
 from mcphost.config.state import read_state
-from mcphost.editor.grants import Grant, GrantStore, find_grant, revoke_in_file, select, tool_fingerprint
 
 FP = tool_fingerprint("Add a task", {"type": "object"}, {"readOnlyHint": False})
 

@@ -16,10 +16,11 @@ from referencing import Registry, Resource
 from mcphost import schemas
 from mcphost.activity.query import DEFAULT_LIMIT, INTENT_TYPES, MAX_LIMIT, RECORD_TYPES, STATUSES
 from mcphost.activity.record import ActivityRecord, Decision, ErrorInfo, RecordIntent, RecordMetadata
+from mcphost.approval.grants import Grant
+from mcphost.approval.prompt import PendingPrompt, PermissionRequest, PermissionResponse, PromptIntent
 from mcphost.editor import protocol as ep
-from mcphost.editor.grants import Grant
-from mcphost.gateway.activity_api import API_PATH, QUERY_PARAMETERS
 from mcphost.policy import Remember
+from mcphost.serve.activity_api import API_PATH, QUERY_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
@@ -194,7 +195,7 @@ def editor_validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(document, registry=registry)
 
 
-def permission_request(**changes: Any) -> ep.PermissionRequest:
+def permission_request(**changes: Any) -> PermissionRequest:
     fields: dict[str, Any] = {
         "id": "0f3a9c2b7d1e4a55",
         "variant": "call_tool_destructive",
@@ -203,7 +204,7 @@ def permission_request(**changes: Any) -> ep.PermissionRequest:
         "server": "github",
         "tool": "delete_repo",
         "arguments": {"repo": "octo/demo", "token": "[redacted]"},
-        "intent": ep.PromptIntent(operation_type="destructive", data_sensitivity="private", reason="<b>cleanup</b>"),
+        "intent": PromptIntent(operation_type="destructive", data_sensitivity="private", reason="<b>cleanup</b>"),
         "annotations": {"destructiveHint": True},
         "call_with": "call_tool_destructive",
         "warnings": ["annotations changed"],
@@ -213,7 +214,7 @@ def permission_request(**changes: Any) -> ep.PermissionRequest:
         "client": "claude-code 1.0",
     }
     fields.update(changes)
-    return ep.PermissionRequest(**fields)
+    return PermissionRequest(**fields)
 
 
 def status_payload() -> ep.StatusPayload:
@@ -230,7 +231,7 @@ def status_payload() -> ep.StatusPayload:
         ],
         pending=1,
         prompts=[
-            ep.PendingPrompt(
+            PendingPrompt(
                 id="0f3a9c2b7d1e4a55",
                 variant="call_tool_write",
                 server="todo",
@@ -292,7 +293,7 @@ def test_permission_responses_are_valid_exactly_when_the_daemon_accepts_them() -
     ]
     for answer in answers:
         try:
-            ep.PermissionResponse.model_validate(answer)
+            PermissionResponse.model_validate(answer)
             accepted = True
         except ValidationError:
             accepted = False

@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from mcphost.editor.protocol import Answer, PermissionRequest, PermissionResponse
-from mcphost.editor.terminal import (
-    Style,
-    detect_style,
+from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse
+from mcphost.approval.terminal import (
     is_destructive,
     needs_typed_confirmation,
     parse_answer,
@@ -21,6 +19,7 @@ from mcphost.editor.terminal import (
     render_waiting,
     render_withdrawn,
 )
+from mcphost.console import Style, detect_style
 from mcphost.policy import Remember
 
 NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)

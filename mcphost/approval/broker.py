@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from mcphost.editor.protocol import PendingPrompt, PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import PendingPrompt, PermissionRequest, PermissionResponse
 
 logger = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import anyio
 
 from mcphost.activity.capture import capture_arguments
 from mcphost.activity.record import Decision
+from mcphost.approval.broker import BrokerResult, Outcome, PermissionBroker, ms_since
+from mcphost.approval.grants import Grant, GrantStore, tool_fingerprint
+from mcphost.approval.prompt import Answer, PermissionRequest, PromptIntent
 from mcphost.config import LoadedConfig
-from mcphost.editor.broker import BrokerResult, Outcome, PermissionBroker, ms_since
-from mcphost.editor.grants import Grant, GrantStore, tool_fingerprint
-from mcphost.editor.protocol import Answer, PermissionRequest, PromptIntent
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import ToolVariant
 from mcphost.policy import Action, DecidedBy, NoEditor, Policy, Remember, clamp_remember, decide, remember_options

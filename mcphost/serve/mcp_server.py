@@ -14,7 +14,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcphost import __version__
-from mcphost.approval import Elicit
+from mcphost.approval.approvals import Elicit
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions

@@ -1,9 +1,7 @@
 """MCP over this process's stdin/stdout on asyncio pipes, for `mcphost mcp`.
 
 The SDK's `stdio_server` reads and writes through worker threads; a profile of `mcphost mcp` put about a
-third of its time in those hand-offs. Pipes on the event loop do the same job without threads. Like the SDK,
-it takes fd 0 and 1 for the protocol and points them at /dev/null and stderr, so a stray print (ours, a
-library's, a child's) can never corrupt the stream.
+third of its time in those hand-offs. Pipes on the event loop (`mcphost.pipes`) do the same job without threads.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,42 +19,9 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from mcphost.pipes import claim_stdio, is_pipe_or_socket, pipe_streams
+
 logger = logging.getLogger(__name__)
-
-MAX_LINE = 64 * 1024 * 1024
-
-
-def is_pipe_or_socket(fd: int) -> bool:
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
-
-
-def claim_stdio() -> tuple[int, int]:
-    """Take fd 0 and 1 for a protocol: returns duplicates of them, and points 0 at /dev/null and 1 at stderr."""
-    proto_in, proto_out = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
-    os.close(devnull)
-    return proto_in, proto_out
-
-
-@asynccontextmanager
-async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    """asyncio streams over two pipe (or socket, or tty) fds, without threads; both closed on exit."""
-    loop = asyncio.get_running_loop()
-    in_file = os.fdopen(in_fd, "rb", buffering=0)
-    out_file = os.fdopen(out_fd, "wb", buffering=0)
-    reader = asyncio.StreamReader(limit=MAX_LINE)
-    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
-    write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-    try:
-        yield reader, writer
-    finally:
-        read_transport.close()
-        with contextlib.suppress(Exception):
-            writer.close()
 
 
 @asynccontextmanager

@@ -18,8 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
-from mcphost.gateway.mcp_server import RELAY_SESSION_HEADER
-from mcphost.gateway.stdio import serve_stdio
+from mcphost.serve.mcp_server import RELAY_SESSION_HEADER
+from mcphost.serve.stdio import serve_stdio
 
 logger = logging.getLogger(__name__)
 

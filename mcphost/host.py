@@ -14,15 +14,16 @@ import anyio.abc
 
 from mcphost.activity.record import ActivityRecord, RecordType
 from mcphost.activity.writer import ActivityLog, LogSettings
-from mcphost.approval import Approvals
+from mcphost.approval.approvals import Approvals
+from mcphost.approval.broker import PermissionBroker
+from mcphost.approval.grants import GrantStore
 from mcphost.config import ConfigError, LoadedConfig
 from mcphost.config.diff import ConfigDiff, diff_configs
 from mcphost.config.state import state_path
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
-from mcphost.editor.broker import PermissionBroker
-from mcphost.editor.grants import GrantStore
 from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
+from mcphost.upstream.connection import Connector, configured_transport
 from mcphost.upstream.manager import UpstreamManager
 
 logger = logging.getLogger(__name__)
@@ -44,10 +45,18 @@ class Host:
     """Everything one mcphost process runs. Use as an async context manager; upstreams start on entry.
 
     `watch=True` (the daemon, `mcphost mcp`) follows the config file: a valid save is applied between calls,
-    an invalid one keeps the last good config in force and is reported until it is fixed.
+    an invalid one keeps the last good config in force and is reported until it is fixed. `connect` says what an
+    upstream's client connects to (the configured transport; in-process tests hand in MCP server objects).
     """
 
-    def __init__(self, loaded: LoadedConfig, *, only_servers: list[str] | None = None, watch: bool = False) -> None:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        *,
+        only_servers: list[str] | None = None,
+        watch: bool = False,
+        connect: Connector = configured_transport,
+    ) -> None:
         self.loaded = loaded
         self.config_error: ConfigError | None = None
         self._only = only_servers
@@ -56,7 +65,7 @@ class Host:
         self._tg: anyio.abc.TaskGroup | None = None
         self._listeners: list[HostListener] = []
         self.activity = ActivityLog(activity_log_path(), log_settings(loaded))
-        self.upstreams = UpstreamManager(on_event=self._on_upstream_event)
+        self.upstreams = UpstreamManager(on_event=self._on_upstream_event, connect=connect)
         self.broker = PermissionBroker()
         self.grants = GrantStore(state_path())
         self.approvals = Approvals(self.broker, self.grants)

@@ -1,7 +1,7 @@
 """The person at this terminal as an approver: prompts queued and shown one at a time, answers read from stdin.
 
 Used by `mcphost approve` (as the editor channel's prompt handler) and `mcphost demo` (attached straight to an
-in-process broker). The look of a prompt and the reading of an answer are `mcphost.editor.terminal`'s.
+in-process broker). The look of a prompt and the reading of an answer are `mcphost.approval.terminal`'s.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
-from mcphost.activity.display import safe
-from mcphost.editor.broker import ApproverGone
-from mcphost.editor.protocol import PermissionRequest, PermissionResponse
-from mcphost.editor.terminal import (
-    Style,
+from mcphost.approval.broker import ApproverGone
+from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.approval.terminal import (
     parse_answer,
     question,
     render_decision,
@@ -27,6 +25,7 @@ from mcphost.editor.terminal import (
     render_waiting,
     render_withdrawn,
 )
+from mcphost.console import Style, safe
 
 # What a script answers for a prompt (a line, as if typed), or None to ask the person.
 Script = Callable[[PermissionRequest], str | None]

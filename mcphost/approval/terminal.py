@@ -11,27 +11,17 @@ confirmation (the tool's name, or `yes`), never a single key.
 from __future__ import annotations
 
 import json
-import os
 import textwrap
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any
 
-from mcphost.activity.display import ASCII_ICONS, INTENT_ICONS, ascii_only, safe
-from mcphost.editor.protocol import Answer, PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse
+from mcphost.console import ASCII_ICONS, BOLD, DIM, GREEN, INTENT_ICONS, RED, REVERSE, YELLOW, Style, paint, safe
 from mcphost.policy import Remember
 
 WIDTH = 100  # the widest line a prompt prints (agent text is wrapped or cut to fit)
 MAX_ARGUMENT_LINES = 24
 MAX_PREVIEW_CHARS = 600
-
-_RESET = "\x1b[0m"
-_BOLD = "\x1b[1m"
-_DIM = "\x1b[2m"
-_REVERSE = "\x1b[7m"
-_RED = "\x1b[31m"
-_YELLOW = "\x1b[33m"
-_GREEN = "\x1b[32m"
 
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _LETTERS = {Remember.ONCE: "o", Remember.SESSION: "s", Remember.ALWAYS: "a"}
@@ -46,22 +36,6 @@ _SCOPE_WORDS = {
 _ALLOW_ONCE_WORDS = {"y", "yes", "allow"}
 _DENY_WORDS = {"d", "deny", "n", "no"}
 _SHORT_SCOPE = {Remember.ONCE: "this call", Remember.SESSION: "this agent session", Remember.ALWAYS: "good"}
-
-
-@dataclass(frozen=True, slots=True)
-class Style:
-    color: bool = False  # ANSI colours and bold (a terminal that wants them)
-    ascii_only: bool = False  # the output cannot carry UTF-8: [W] for 📝, plain rules, agent text escaped to ASCII
-
-
-def detect_style(stream: TextIO) -> Style:
-    """Colour on a terminal (unless NO_COLOR or TERM=dumb); ASCII when the stream's encoding is not UTF-8."""
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    return Style(color=color, ascii_only=ascii_only(stream))
 
 
 # ---- what kind of prompt
@@ -88,17 +62,17 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
         rule = ("=" if style.ascii_only else "━") * WIDTH
         banner = "  DESTRUCTIVE  this call may delete or overwrite data, possibly for good  "
         mark = "!!" if style.ascii_only else "⚠"
-        lines.append(_paint(rule, style, _RED, _BOLD))
-        lines.append(_paint(f"{mark}{banner}{mark}", style, _RED, _BOLD, _REVERSE))
-        lines.append(_paint(rule, style, _RED, _BOLD))
+        lines.append(paint(rule, style, RED, BOLD))
+        lines.append(paint(f"{mark}{banner}{mark}", style, RED, BOLD, REVERSE))
+        lines.append(paint(rule, style, RED, BOLD))
     else:
-        lines.append(_paint(("-" if style.ascii_only else "─") * WIDTH, style, _DIM))
+        lines.append(paint(("-" if style.ascii_only else "─") * WIDTH, style, DIM))
 
     icons = ASCII_ICONS if style.ascii_only else INTENT_ICONS
     icon = icons.get(request.operation, "?")
     title = f"{icon} {request.operation.upper()}  {_text(request.server, style)}:{_text(request.tool, style)}"
     heading = f"{title}   via {_text(request.variant, style)}"
-    lines.append(_paint(heading, style, _BOLD, _RED) if destructive else _paint(heading, style, _BOLD))
+    lines.append(paint(heading, style, BOLD, RED) if destructive else paint(heading, style, BOLD))
     queue = f"   ({waiting} more waiting after this one)" if waiting else ""
     lines.append(_field("prompt", f"{_text(request.id, style)}{queue}"))
     who = [_text(request.client, style, 60) if request.client else "an agent (it did not name its client)"]
@@ -129,15 +103,15 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     match = request.call_with == request.variant
     verdict = "the agent's choice matches" if match else f"but the agent used {_text(request.variant, style)}"
     recommendation = f"mcphost recommends {_text(request.call_with, style)} for this tool; {verdict}"
-    lines.append(_field("check", recommendation if match else _paint(recommendation, style, _YELLOW, _BOLD)))
+    lines.append(_field("check", recommendation if match else paint(recommendation, style, YELLOW, BOLD)))
 
     warn = "!" if style.ascii_only else "⚠"
     for warning in request.warnings:
         text = f"{warn} {_text(warning, style, WIDTH * 2)}"
-        lines.append(_field("warning", _paint(text, style, _YELLOW, _BOLD)))
+        lines.append(_field("warning", paint(text, style, YELLOW, BOLD)))
     lines.append(_field("expires", _expiry(request.expires_at, now)))
     if destructive:
-        lines.append(_paint(("=" if style.ascii_only else "━") * WIDTH, style, _RED, _BOLD))
+        lines.append(paint(("=" if style.ascii_only else "━") * WIDTH, style, RED, BOLD))
     return "\n".join(lines)
 
 
@@ -149,9 +123,9 @@ def question(request: PermissionRequest, style: Style) -> str:
         more = [r for r in options if r is not Remember.ONCE]
         remember = f" ('yes {more[0].value}' also remembers it for {_SHORT_SCOPE[more[0]]})" if more else ""
         text = f"Type {tool} or yes to allow it once{remember}, or deny: "
-        return _paint(text, style, _BOLD, _RED) if is_destructive(request) else _paint(text, style, _BOLD)
+        return paint(text, style, BOLD, RED) if is_destructive(request) else paint(text, style, BOLD)
     choices = ", ".join(f"[{_LETTERS[r]}]{r.value[1:]}" for r in options)
-    return _paint(f"Allow? {choices} or [d]eny: ", style, _BOLD)
+    return paint(f"Allow? {choices} or [d]eny: ", style, BOLD)
 
 
 def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | str:
@@ -191,33 +165,33 @@ def render_decision(request: PermissionRequest, response: PermissionResponse, st
     target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
     if response.decision is Answer.DENY:
         mark = "NO" if style.ascii_only else "✘"
-        return _paint(f"{mark} denied {target}: the agent is told you said no", style, _RED, _BOLD)
+        return paint(f"{mark} denied {target}: the agent is told you said no", style, RED, BOLD)
     mark = "OK" if style.ascii_only else "✔"
     scope = {
         Remember.ONCE: "once (this call only)",
         Remember.SESSION: "for this agent session",
         Remember.ALWAYS: "always (until revoked, or until the tool changes)",
     }[response.remember]
-    return _paint(f"{mark} allowed {target} {scope}", style, _GREEN, _BOLD)
+    return paint(f"{mark} allowed {target} {scope}", style, GREEN, BOLD)
 
 
 def render_withdrawn(request: PermissionRequest, style: Style, *, shown: bool) -> str:
     mark = "--" if style.ascii_only else "⊘"
     target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
     when = "" if shown else " before its turn"
-    return _paint(
+    return paint(
         f"{mark} withdrawn{when}: the prompt {_text(request.id, style)} for {target} was answered in another "
         "editor, expired, or its call ended; nothing to answer",
         style,
-        _DIM,
+        DIM,
     )
 
 
 def render_waiting(request: PermissionRequest, style: Style) -> str:
     icons = ASCII_ICONS if style.ascii_only else INTENT_ICONS
     target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
-    return _paint(
-        f"(another prompt is waiting: {icons.get(request.operation, '?')} {target}; it comes next)", style, _DIM
+    return paint(
+        f"(another prompt is waiting: {icons.get(request.operation, '?')} {target}; it comes next)", style, DIM
     )
 
 
@@ -238,10 +212,6 @@ def _expected(request: PermissionRequest) -> str:
         return f"type {safe(request.tool)} or yes{scoped} to allow, or deny."
     letters = ", ".join(f"{_LETTERS[r]} ({r.value})" for r in options)
     return f"answer {letters}, or d (deny)."
-
-
-def _paint(text: str, style: Style, *codes: str) -> str:
-    return f"{''.join(codes)}{text}{_RESET}" if style.color and codes else text
 
 
 def _text(value: Any, style: Style, limit: int | None = None) -> str:

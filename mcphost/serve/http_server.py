@@ -13,9 +13,9 @@ import anyio
 import uvicorn
 
 from mcphost import discovery
-from mcphost.daemon import Host
-from mcphost.gateway.http_app import build_http_app
-from mcphost.gateway.mcp_server import build_server
+from mcphost.host import Host
+from mcphost.serve.http_app import build_http_app
+from mcphost.serve.mcp_server import build_server
 
 
 class _Server(uvicorn.Server):

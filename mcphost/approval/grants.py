@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcphost.activity.record import utc_now
+from mcphost.approval.prompt import GrantInfo
 from mcphost.config.state import read_state, state_path, write_state
-from mcphost.editor.protocol import GrantInfo
 
 logger = logging.getLogger(__name__)
 

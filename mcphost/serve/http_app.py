@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcphost.gateway.activity_api import API_PATH, activity_endpoint
+from mcphost.serve.activity_api import API_PATH, activity_endpoint
 
 MCP_PATH = "/mcp"
 

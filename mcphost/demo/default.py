@@ -1,0 +1,21 @@
+"""The config a new user runs on when there is no config file: the bundled todo server, with a token minted for
+the local user. It lives with the demo, not with the config loader, so that loading a config never touches the
+todo server's secret: the commands hand this in as the default, and it is built only when no file exists.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mcphost.config import Config, ServerConfig
+from mcphost.paths import data_dir
+
+
+def default_config() -> Config:
+    # The todo module carries a whole MCP server (starlette, jwt): imported only when there is no config file.
+    from mcphost.demo import todo
+
+    # Stdio servers inherit only a safe few variables, so the data dir (where the todo server keeps its
+    # database and signing secret) is handed over explicitly.
+    env = {"TODO_TOKEN": todo.mint_token(todo.LOCAL_USER_ID), "MCPHOST_DATA_DIR": str(data_dir())}
+    return Config(servers={"todo": ServerConfig(command=sys.executable, args=["-m", "mcphost.demo.todo"], env=env)})

@@ -1,0 +1,254 @@
+"""One attached editor (or `mcphost approve`, or `mcphost status` asking once): a pygls server object per
+connection, whose handlers are thin: the hub and the broker do the work.
+
+pygls serves one connection per server object (its `start_tcp` stops when the connection closes), so the listener
+gives each connection its own `EditorConnection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from cattrs import Converter
+from lsprotocol import converters
+from lsprotocol import types as lsp
+from pydantic import ValidationError
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.io_ import StdoutWriter, run_async
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from mcphost import __version__
+from mcphost.activity.record import utc_now
+from mcphost.approval.broker import ApproverGone
+from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.editor import protocol as p
+
+if TYPE_CHECKING:
+    from mcphost.editor.hub import EditorHub
+
+logger = logging.getLogger(__name__)
+
+# An editor that stops reading loses activity notifications past this much unsent output, never prompts.
+MAX_BUFFERED_NOTIFICATIONS = 8 * 1024 * 1024
+_ids = itertools.count(1)
+
+
+def dict_converter() -> Converter:
+    """pygls' converter, except that custom methods' params and results stay plain dicts (pygls' default turns
+    them into namedtuples); pydantic validates them against the protocol models instead."""
+    converter = converters.get_converter()
+    # JSON-RPC 2.0 lets a request or notification leave `params` out (vscode-jsonrpc does, for
+    # `sendRequest("mcphost/status")`): read that as null instead of failing to parse the message.
+    for message in (JsonRPCRequestMessage, JsonRPCNotification):
+        converter.register_structure_hook(message, lambda obj, cls: cls(**{"params": None, **obj}))
+    converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
+    return converter
+
+
+class _Protocol(LanguageServerProtocol):
+    @lsp_method(lsp.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        # pygls' exit ends the process; here it ends this connection only (the daemon serves others).
+        server = self._server
+        assert isinstance(server, EditorConnection)
+        server.close()
+        yield from ()
+
+
+class SocketWriter:
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def buffered(self) -> int:
+        return self._writer.transport.get_write_buffer_size()
+
+
+class EditorConnection(LanguageServer):
+    """One attached editor (or `mcphost approve`, or `mcphost status` asking once)."""
+
+    def __init__(self, hub: EditorHub, transport: str) -> None:
+        super().__init__("mcphost", __version__, protocol_cls=_Protocol, converter_factory=dict_converter)
+        self.hub = hub
+        self.id = f"editor-{next(_ids)}"
+        self.transport = transport
+        self.client_name = "unnamed editor"
+        self.attached_at = utc_now()
+        self.approver = True  # initializationOptions {"approver": false} for clients that only look
+        self.wants_activity = True
+        self.attached = False
+        self.closed = False
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._writer: SocketWriter | StdoutWriter | asyncio.StreamWriter | None = None
+        handlers: dict[str, Callable[[Any], Any]] = {
+            lsp.INITIALIZE: self._on_initialize,
+            lsp.INITIALIZED: self._on_initialized,
+            lsp.SHUTDOWN: self._on_shutdown,
+            p.STATUS: self._on_status,
+            p.GRANTS_LIST: self._on_grants,
+            p.GRANTS_REVOKE: self._on_revoke,
+        }
+        for method, handler in handlers.items():
+            # pygls tags the function it registers, which a bound method does not allow: register a wrapper.
+            self.feature(method)(functools.partial(handler))
+
+    def info(self) -> p.EditorInfo:
+        return p.EditorInfo(
+            id=self.id,
+            name=self.client_name,
+            transport="stdio" if self.transport == "stdio" else "socket",
+            attached_at=self.attached_at,
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.client_name} ({self.id})"
+
+    # ---- handlers (thin: the hub and the broker do the work)
+
+    def _on_initialize(self, params: lsp.InitializeParams) -> None:
+        if params.client_info is not None:
+            self.client_name = f"{params.client_info.name} {params.client_info.version or ''}".strip()
+        options = params.initialization_options
+        if isinstance(options, dict):
+            self.approver = options.get("approver", True) is not False
+            self.wants_activity = options.get("activity", True) is not False
+
+    def _on_initialized(self, params: lsp.InitializedParams) -> None:
+        # Requests to the client are allowed only after `initialized`, so this is when prompts may start.
+        self.hub.attach(self)
+
+    def _on_shutdown(self, params: Any) -> None:
+        self.hub.detach(self)
+
+    def _on_status(self, params: Any) -> dict[str, Any]:
+        return self.hub.status().model_dump(mode="json", exclude_none=True)
+
+    def _on_grants(self, params: Any) -> dict[str, Any]:
+        grants = [g.info() for g in self.hub.grants.all()]
+        return p.GrantsResult(grants=grants).model_dump(mode="json", exclude_none=True)
+
+    def _on_revoke(self, params: Any) -> dict[str, Any]:
+        try:
+            wanted = p.RevokeGrantsParams.model_validate(params or {})
+        except ValidationError as exc:
+            raise JsonRpcInvalidParams(f"invalid {p.GRANTS_REVOKE} params: {_problems(exc)}") from None
+        revoked = self.hub.grants.revoke(wanted.ids, wanted.tool, wanted.all)
+        self.hub.status_changed()
+        return p.RevokeGrantsResult(revoked=[g.info() for g in revoked]).model_dump(mode="json", exclude_none=True)
+
+    # ---- the approver side
+
+    async def ask(self, request: PermissionRequest) -> PermissionResponse:
+        if self.closed:
+            raise ApproverGone("disconnected")
+        loop = asyncio.get_running_loop()
+        msg_id = f"{request.id}.{self.id}"
+        waiter: asyncio.Future[Any] = loop.create_future()
+        self._waiting[msg_id] = waiter
+
+        def settle(done: Any) -> None:
+            # pygls resolves its future on this loop's thread; copy its outcome into ours, so that a pygls-side
+            # cancellation (the client sent `shutdown`) reads as "gone", not as this task being cancelled.
+            if waiter.done():
+                return
+            if done.cancelled():
+                waiter.set_exception(ApproverGone("shut down"))
+            elif done.exception() is not None:
+                waiter.set_exception(ApproverGone(f"answered with an error: {done.exception()}"))
+            else:
+                waiter.set_result(done.result())
+
+        future = self.protocol.send_request(p.PERMISSION_REQUEST, request.model_dump(mode="json"), msg_id=msg_id)
+        future.add_done_callback(settle)
+        try:
+            result = await waiter
+        except asyncio.CancelledError:
+            # The request's future stays registered: the client answers a cancelled request too (JSON-RPC), and
+            # pygls would log an unknown id for that late answer; `settle` ignores it.
+            if not (waiter.done() and not waiter.cancelled() and waiter.exception() is None):
+                if not self.closed:
+                    # A typed CancelParams: pygls builds an lsprotocol CancelNotification for this method, and its
+                    # converter cannot unstructure a plain dict as CancelParams (the notice was never sent).
+                    self.protocol.notify(p.CANCEL_REQUEST, lsp.CancelParams(id=msg_id))
+                raise
+            # The answer was read before the cancellation: a client that answers and detaches at once (its
+            # `shutdown` read in the same batch as its answer, which detaches it) still gave an answer.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            result = waiter.result()
+        finally:
+            self._waiting.pop(msg_id, None)
+        try:
+            return PermissionResponse.model_validate(result)
+        except ValidationError as exc:
+            raise ApproverGone(f"answered with an invalid result ({_problems(exc)})") from None
+
+    # ---- sending
+
+    def send(self, method: str, params: Any) -> None:
+        if self.closed:
+            return
+        writer = self._writer
+        if isinstance(writer, SocketWriter) and writer.buffered() > MAX_BUFFERED_NOTIFICATIONS:
+            return
+        try:
+            self.protocol.notify(method, params)
+        except Exception:
+            logger.debug("cannot notify %s", self.label, exc_info=True)
+
+    def publish_diagnostics(self, uri: str, diagnostics: list[lsp.Diagnostic]) -> None:
+        if not self.closed:
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
+    # ---- life cycle
+
+    async def serve(self, reader: Any, writer: SocketWriter | StdoutWriter | asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self.protocol.set_writer(writer)
+        self._stop_event = stop = threading.Event()
+        try:
+            await run_async(
+                stop_event=stop, reader=reader, protocol=self.protocol, logger=logger, error_handler=self._error
+            )
+        except (ConnectionError, asyncio.IncompleteReadError):
+            logger.debug("%s went away", self.label)
+        finally:
+            self.close()
+
+    def _error(self, error: Exception, source: Any) -> None:
+        logger.warning("editor channel %s: %s", self.label, error)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(ApproverGone("disconnected"))
+        self.hub.detach(self)
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())

@@ -1,0 +1,155 @@
+"""Every editor connection of one daemon, and what they are all told: activity and status fan out to them, config
+errors reach them as diagnostics, and the approvers among them stand in front of the permission broker.
+
+The hub is handed what it reports on (the broker, the grants, the activity log, the upstreams, the config state)
+rather than the whole host, so it can be built and tested over any of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from mcphost import __version__
+from mcphost.activity.record import ActivityRecord
+from mcphost.activity.writer import ActivityLog
+from mcphost.approval.broker import PermissionBroker
+from mcphost.approval.grants import GrantStore
+from mcphost.config import ConfigError
+from mcphost.editor import protocol as p
+from mcphost.editor.connection import EditorConnection
+from mcphost.editor.diagnostics import config_diagnostics
+from mcphost.upstream.manager import UpstreamManager
+
+logger = logging.getLogger(__name__)
+
+# The config file in force, and why its last save was not applied (None when it was).
+ConfigState = Callable[[], tuple[Path, ConfigError | None]]
+
+
+class EditorHub:
+    """Every editor connection of one daemon, and what they are all told."""
+
+    def __init__(
+        self,
+        *,
+        broker: PermissionBroker,
+        grants: GrantStore,
+        activity: ActivityLog,
+        upstreams: UpstreamManager,
+        config: ConfigState,
+        endpoint: p.McpEndpoint | None = None,
+    ) -> None:
+        self.broker = broker
+        self.grants = grants
+        self.activity = activity
+        self.upstreams = upstreams
+        self.config = config
+        self.endpoint = endpoint or p.McpEndpoint(url=None)
+        self.socket_path: Path | None = None  # set by the listener while it accepts connections
+        self.connections: dict[str, EditorConnection] = {}
+        self._status_pending = False
+        self._log_error: str | None = None
+        self._published: set[str] = set()  # config URIs that currently carry diagnostics
+        broker.on_change(self.status_changed)
+        activity.subscribe(self._on_record)
+
+    # ---- what editors are told
+
+    def status(self) -> p.StatusPayload:
+        config_path, error = self.config()
+        return p.StatusPayload(
+            version=__version__,
+            pid=os.getpid(),
+            mcp=self.endpoint,
+            config_path=str(config_path),
+            log_path=str(self.activity.path),
+            editor_socket=str(self.socket_path) if self.socket_path else None,
+            servers=[p.UpstreamStatus.model_validate(s.to_dict()) for s in self.upstreams.statuses()],
+            pending=len(self.broker.pending),
+            prompts=self.broker.prompts(),
+            editors=[c.info() for c in self.connections.values() if c.attached and c.approver],
+            config_error=str(error) if error is not None else None,
+            log_error=self.activity.last_error,
+        )
+
+    def status_changed(self) -> None:
+        """Coalesce a burst of changes (a prompt starting on three editors) into one notification."""
+        if self._status_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._status_pending = True
+        loop.call_soon(self._send_status)
+
+    def _send_status(self) -> None:
+        self._status_pending = False
+        attached = [c for c in self.connections.values() if c.attached]
+        if not attached:
+            return
+        payload = self.status().model_dump(mode="json", exclude_none=True)
+        for connection in attached:
+            connection.send(p.STATUS, payload)
+
+    def _on_record(self, record: ActivityRecord) -> None:
+        listeners = [c for c in self.connections.values() if c.attached and c.wants_activity]
+        if listeners:
+            payload = record.model_dump(mode="json", exclude_none=True)
+            for connection in listeners:
+                connection.send(p.ACTIVITY, payload)
+        if self.activity.last_error != self._log_error:
+            self._log_error = self.activity.last_error
+            self.status_changed()
+
+    def host_changed(self, kind: str) -> None:
+        """A host event (`Host.on_event`): a config save applied or rejected, an upstream's state changed."""
+        if kind in ("config", "config_error"):
+            for connection in self.connections.values():
+                if connection.attached:
+                    self._publish(connection)
+        self.status_changed()
+
+    def _diagnostics(self) -> tuple[str, list[lsp.Diagnostic]]:
+        path, error = self.config()
+        if error is None:
+            return path.resolve().as_uri(), []
+        try:
+            text = error.file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        return error.file.resolve().as_uri(), config_diagnostics(error, text)
+
+    def _publish(self, connection: EditorConnection) -> None:
+        uri, diagnostics = self._diagnostics()
+        if diagnostics or uri in self._published:
+            connection.publish_diagnostics(uri, diagnostics)
+        if diagnostics:
+            self._published.add(uri)
+
+    # ---- connections
+
+    def attach(self, connection: EditorConnection) -> None:
+        connection.attached = True
+        if connection.approver:
+            self.broker.attach(connection)
+        connection.send(p.STATUS, self.status().model_dump(mode="json", exclude_none=True))
+        uri, diagnostics = self._diagnostics()
+        if diagnostics:
+            connection.publish_diagnostics(uri, diagnostics)
+            self._published.add(uri)
+        self.status_changed()
+
+    def detach(self, connection: EditorConnection) -> None:
+        was_attached = connection.attached
+        connection.attached = False
+        self.broker.detach(connection.id)
+        self.connections.pop(connection.id, None)
+        if was_attached:
+            self.status_changed()

@@ -1,0 +1,80 @@
+"""The call tools' own parameters as an agent sends them: `name` ('server:tool') and the tool's arguments (`args`, an
+object, or `args_json`, a JSON string). Pure: a mapping in, the parsed value or a GatewayError out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcphost.errors import ErrorCode, GatewayError
+from mcphost.intent import FLAT_INTENT_KEYS, ToolVariant
+
+CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS})
+
+
+def split_name(name: Any, variant: ToolVariant) -> tuple[str, str]:
+    if not isinstance(name, str) or not name.strip():
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS,
+            "name is required: the tool to call as 'server:tool' (find it with retrieve_tools)",
+            {"variant": variant.value},
+        )
+    server, sep, tool = name.strip().partition(":")
+    if not sep or not server or not tool:
+        raise GatewayError(
+            ErrorCode.TOOL_NOT_FOUND,
+            f"Tool '{name}' not found: names have the form 'server:tool' (find them with retrieve_tools)",
+            {"variant": variant.value, "tool": name},
+        )
+    return server, tool
+
+
+def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, Any]:
+    details = {"variant": variant.value}
+    unknown = sorted(set(arguments) - CALL_KEYS)
+    if unknown:
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS,
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(repr(k) for k in unknown)} for "
+            f"{variant.value}: pass the tool's own arguments inside args (an object) or args_json (a JSON string)",
+            details,
+        )
+    args, args_json = arguments.get("args"), arguments.get("args_json")
+    if args is not None and args_json not in (None, ""):
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS, "pass the tool's arguments as args or as args_json, not both", details
+        )
+    if args_json not in (None, ""):
+        if not isinstance(args_json, str):
+            if isinstance(args_json, dict):
+                return args_json  # a client that decoded the string for us: accept the object it meant
+            raise GatewayError(ErrorCode.INVALID_ARGS, "args_json must be a string holding a JSON object", details)
+        try:
+            parsed = json.loads(args_json)
+        except json.JSONDecodeError as exc:
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"args_json is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                'send a JSON object such as {"title": "Buy milk"}',
+                details,
+            ) from None
+        if not isinstance(parsed, dict):
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"args_json must hold a JSON object, not {_json_type(parsed)}: wrap the arguments in {{...}}",
+                details,
+            )
+        return parsed
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise GatewayError(ErrorCode.INVALID_ARGS, f"args must be an object, not {_json_type(args)}", details)
+    return args
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )

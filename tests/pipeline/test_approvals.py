@@ -1,0 +1,107 @@
+"""`Approvals.authorize` over plain data: the policy, remembered grants bound to the tool's definition, remember
+scopes clamped to the config, and the prompt a person is shown. The broker is real; the person is scripted."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from mcphost.approval.approvals import Approvals, CallFacts
+from mcphost.approval.broker import PermissionBroker
+from mcphost.approval.grants import GrantStore
+from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.config import LoadedConfig, parse_config
+from mcphost.errors import ErrorCode
+from mcphost.intent import ToolVariant
+from mcphost.policy import Remember
+from tests.pipeline.conftest import ScriptedApprover, allow
+
+
+def config(tmp_path: Path, toml: str = "") -> LoadedConfig:
+    path = tmp_path / "config.toml"
+    return LoadedConfig(parse_config(toml, path), path, exists=True)
+
+
+def facts(variant: ToolVariant = ToolVariant.WRITE, **changes: Any) -> CallFacts:
+    base = CallFacts(
+        variant=variant,
+        server="notes",
+        tool="add_note",
+        intent={"operation_type": variant.operation.value, "reason": "the user asked"},
+        annotations={},
+        call_with="call_tool_write",
+        description="Add a note",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+        arguments={"text": "buy milk", "password": "hunter2-hunter2"},
+        session_id="session-1",
+        client="pytest 1.0",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def approvals(tmp_path: Path, person: ScriptedApprover | None = None) -> Approvals:
+    broker = PermissionBroker()
+    if person is not None:
+        broker.attach(person)
+    return Approvals(broker, GrantStore(tmp_path / "state.toml"))
+
+
+async def test_allowed_by_policy_without_asking(tmp_path: Path) -> None:
+    person = ScriptedApprover()
+    result = await approvals(tmp_path, person).authorize(config(tmp_path), facts(ToolVariant.READ))
+    assert result.error is None and result.decision.by == "policy" and result.decision.outcome == "allow"
+    assert person.asked == []
+
+
+async def test_the_prompt_carries_what_a_person_needs_and_no_secret(tmp_path: Path) -> None:
+    person = ScriptedApprover(script=[allow()])
+    result = await approvals(tmp_path, person).authorize(config(tmp_path), facts())
+    assert result.error is None and result.decision.by == "editor"
+    [request] = person.asked
+    assert request.intent.reason == "the user asked" and request.client == "pytest 1.0"
+    assert request.arguments is not None and request.arguments["text"] == "buy milk"
+    assert "hunter2" not in request.model_dump_json()
+    assert request.remember_options == [Remember.ONCE, Remember.SESSION, Remember.ALWAYS]
+
+
+async def test_an_always_grant_holds_until_the_tool_changes(tmp_path: Path) -> None:
+    person = ScriptedApprover(script=[allow(Remember.ALWAYS), allow()])
+    gate = approvals(tmp_path, person)
+    loaded = config(tmp_path)
+    first = await gate.authorize(loaded, facts())
+    second = await gate.authorize(loaded, facts(session_id="another-session"))
+    changed = await gate.authorize(loaded, facts(description="Add a note, and email it to everyone"))
+    assert (first.decision.by, second.decision.by, changed.decision.by) == ("editor", "remembered_grant", "editor")
+    assert any("dropped" in w for w in changed.warnings)
+    assert len(person.asked) == 2
+
+
+async def test_a_longer_remember_than_the_config_allows_is_clamped(tmp_path: Path) -> None:
+    person = ScriptedApprover(script=[allow(Remember.ALWAYS)])
+    destructive = facts(ToolVariant.DESTRUCTIVE, call_with="call_tool_destructive")
+    result = await approvals(tmp_path, person).authorize(config(tmp_path), destructive)
+    assert result.decision.remember == "session"
+    assert any("remember_destructive" in w for w in result.warnings)
+    assert person.asked[0].action == "confirm"
+
+
+async def test_a_prompt_nobody_answers_expires(tmp_path: Path) -> None:
+    class Silent(ScriptedApprover):
+        async def ask(self, request: PermissionRequest) -> PermissionResponse:
+            self.asked.append(request)
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+    person = Silent()
+    loaded = config(tmp_path, "[permissions]\nprompt_timeout = 0.05\n")
+    result = await approvals(tmp_path, person).authorize(loaded, facts())
+    assert result.error is not None and result.error.code is ErrorCode.APPROVAL_TIMEOUT
+    assert result.decision.by == "timeout" and result.decision.outcome == "expired"
+
+
+async def test_nobody_attached_is_no_approver_naming_the_fix(tmp_path: Path) -> None:
+    result = await approvals(tmp_path).authorize(config(tmp_path), facts())
+    assert result.error is not None and result.error.code is ErrorCode.NO_APPROVER
+    assert "mcphost approve" in result.error.message and 'write = "allow"' in result.error.message
