@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -93,6 +93,12 @@ class ServerConfig(StrictModel):
     tools: dict[str, ToolOverride] = Field(default_factory=dict, description="Per-tool corrections.")
     connect_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for the server to start.")
     call_timeout: float = Field(default=300.0, gt=0, description="Seconds one tool call may take.")
+    max_result_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        gt=0,
+        description="The largest answer (its JSON) accepted from this server for one call; a larger one is refused "
+        "with an error and recorded with its size.",
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
@@ -115,6 +121,13 @@ class DaemonConfig(StrictModel):
 
 class LogConfig(StrictModel):
     """The activity log at <data dir>/activity.jsonl."""
+
+    on_failure: Literal["refuse", "continue"] = Field(
+        default="refuse",
+        description='A call\'s record cannot be made durable (disk full, log unwritable): "refuse" ends the call '
+        'with AUDIT_UNAVAILABLE before it is forwarded; "continue" lets it run, its record kept in memory until '
+        "the log can be written again.",
+    )
 
     fsync: bool = Field(
         default=True,
