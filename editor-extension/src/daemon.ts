@@ -1,11 +1,9 @@
 /**
  * The one object that owns the daemon: the LanguageClient that spawns `mcphost serve --stdio` and speaks the
- * editor channel, the LogOutputChannel with the daemon's own log, and the status shown in the editor (a
- * LanguageStatusItem beside config files and a status bar entry).
+ * editor channel, the LogOutputChannel with the daemon's own log, and the connection state that the status items
+ * (statusItems.ts) show.
  */
 
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as vscode from 'vscode';
 import {
   type CancellationToken,
@@ -19,60 +17,16 @@ import {
 } from 'vscode-languageclient/node';
 
 import * as p from './protocol';
-import {
-  type McphostCommand,
-  type McphostSettings,
-  parseDaemonLogLine,
-  resolveCommand,
-  serveArgs,
-} from './settings';
-import { type ConnectionState, statusView } from './statusText';
+import { type McphostCommand, parseDaemonLogLine, serveArgs } from './settings';
+import { StatusItems } from './statusItems';
+import type { ConnectionState } from './statusText';
+import { resolveMcphost } from './workspaceSettings';
 
 export type PermissionHandler = (request: p.PermissionRequest, token: CancellationToken) => Promise<p.PermissionResponse>;
 
-const BASE_SELECTOR: vscode.DocumentFilter[] = [{ language: 'toml' }, { pattern: '**/mcphost/config.toml' }];
-
-export function readSettings(scope?: vscode.ConfigurationScope): McphostSettings {
-  const config = vscode.workspace.getConfiguration('mcphost', scope);
-  return {
-    path: config.get<string>('path', ''),
-    interpreter: config.get<string>('interpreter', ''),
-    configPath: config.get<string>('configPath', ''),
-    env: config.get<Record<string, string>>('env', {}),
-  };
-}
-
-function isExecutable(file: string): boolean {
-  try {
-    const stat = fs.statSync(file);
-    if (!stat.isFile()) {
-      return false;
-    }
-    if (process.platform !== 'win32') {
-      fs.accessSync(file, fs.constants.X_OK);
-    }
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The mcphost command for the current settings and workspace. */
-export function resolveMcphost(): ReturnType<typeof resolveCommand> {
-  return resolveCommand({
-    settings: readSettings(),
-    workspaceFolders: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
-    env: process.env,
-    platform: process.platform,
-    home: os.homedir(),
-    exists: isExecutable,
-  });
-}
-
 export class Daemon implements vscode.Disposable {
   readonly log: vscode.LogOutputChannel;
-  private readonly languageStatus: vscode.LanguageStatusItem;
-  private readonly statusBar: vscode.StatusBarItem;
+  private readonly statusItems: StatusItems;
   private client: LanguageClient | undefined;
   private starting: Promise<void> | undefined;
   private disposables: vscode.Disposable[] = [];
@@ -94,14 +48,8 @@ export class Daemon implements vscode.Disposable {
 
   constructor() {
     this.log = vscode.window.createOutputChannel('mcphost', { log: true });
-    this.languageStatus = vscode.languages.createLanguageStatusItem('mcphost.status', BASE_SELECTOR);
-    this.languageStatus.name = 'mcphost';
-    this.languageStatus.command = { title: 'Show Activity', command: 'mcphost.showActivity' };
-    this.statusBar = vscode.window.createStatusBarItem('mcphost.status', vscode.StatusBarAlignment.Left, 50);
-    this.statusBar.name = 'mcphost';
-    this.statusBar.command = 'mcphost.showActivity';
-    this.statusBar.show();
-    this.disposables.push(this.log, this.languageStatus, this.statusBar, this.statusEmitter, this.activityEmitter);
+    this.statusItems = new StatusItems();
+    this.disposables.push(this.log, this.statusItems, this.statusEmitter, this.activityEmitter);
     this.render();
   }
 
@@ -232,8 +180,7 @@ export class Daemon implements vscode.Disposable {
     }
     this._status = params;
     if (params.config_path) {
-      // The language status item shows beside the config in force, whatever its name or language mode.
-      this.languageStatus.selector = [...BASE_SELECTOR, { scheme: 'file', pattern: params.config_path }];
+      this.statusItems.showBesideConfig(params.config_path);
     }
     this.render();
     this.statusEmitter.fire(params);
@@ -289,20 +236,7 @@ export class Daemon implements vscode.Disposable {
   }
 
   private render(): void {
-    const view = statusView(this._state, this._status, this._error);
-    this.statusBar.text = view.text;
-    this.statusBar.tooltip = view.tooltip;
-    this.statusBar.backgroundColor =
-      view.severity === 'error' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
-    this.languageStatus.text = view.text;
-    this.languageStatus.detail = view.detail;
-    this.languageStatus.busy = view.busy;
-    this.languageStatus.severity =
-      view.severity === 'error'
-        ? vscode.LanguageStatusSeverity.Error
-        : view.severity === 'warning'
-          ? vscode.LanguageStatusSeverity.Warning
-          : vscode.LanguageStatusSeverity.Information;
+    this.statusItems.render(this._state, this._status, this._error);
   }
 
   dispose(): void {

@@ -1,19 +1,21 @@
 /**
  * The extension's entry point: wires the daemon, the prompts, the activity view, the MCP server definition and the
  * commands together. Everything with logic of its own lives in the pure modules (prompts, records, settings,
- * statusText, grantsText) or in the class that owns it (Daemon, PromptPresenter, ActivityTree).
+ * statusText, grantsText) or in the class that owns it (Daemon, StatusItems, PromptPresenter, ActivityTree); settings
+ * are read only through workspaceSettings.
  */
 
 import * as vscode from 'vscode';
 
 import { ActivityTree, RECORD_SCHEME, RecordDocuments, VIEW_ID, pickFilter, runCli } from './activityView';
-import { Daemon, resolveMcphost } from './daemon';
+import { Daemon } from './daemon';
 import { grantItemText } from './grantsText';
 import { McphostMcpProvider, PROVIDER_ID } from './mcpProvider';
 import { PromptPresenter } from './promptUi';
 import type { GrantInfo } from './protocol';
 import { formatTime } from './records';
-import { commandArgs, shellLine } from './settings';
+import { DAEMON_SETTINGS, commandArgs, shellLine } from './settings';
+import { readSettings, resolveMcphost, settingsChanged } from './workspaceSettings';
 
 const TERMINAL_NAME = 'mcphost log';
 
@@ -32,8 +34,7 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   context.subscriptions.push(daemon, presenter);
 
   // ---- activity view
-  const config = () => vscode.workspace.getConfiguration('mcphost');
-  const tree = new ActivityTree(config().get<number>('activity.maxRecords', 500));
+  const tree = new ActivityTree(readSettings().activityMaxRecords);
   const view = vscode.window.createTreeView(VIEW_ID, { treeDataProvider: tree, showCollapseAll: false });
   const updateViewTitle = () => {
     const filter = tree.currentFilter;
@@ -53,11 +54,11 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
 
   // ---- agent mode: the daemon's endpoint as an MCP server definition
   if (typeof vscode.lm?.registerMcpServerDefinitionProvider === 'function') {
-    const provider = new McphostMcpProvider(daemon, () => config().get<boolean>('registerMcpServer', true));
+    const provider = new McphostMcpProvider(daemon, () => readSettings().registerMcpServer);
     context.subscriptions.push(provider, vscode.lm.registerMcpServerDefinitionProvider(PROVIDER_ID, provider));
     context.subscriptions.push(
       vscode.workspace.onDidChangeConfiguration((event) => {
-        if (event.affectsConfiguration('mcphost.registerMcpServer')) {
+        if (settingsChanged(event, ['registerMcpServer'])) {
           provider.refresh();
         }
       }),
@@ -120,11 +121,10 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
 
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration(async (event) => {
-      if (event.affectsConfiguration('mcphost.activity.maxRecords')) {
-        tree.setMax(config().get<number>('activity.maxRecords', 500));
+      if (settingsChanged(event, ['activityMaxRecords'])) {
+        tree.setMax(readSettings().activityMaxRecords);
       }
-      const restartOn = ['mcphost.path', 'mcphost.interpreter', 'mcphost.configPath', 'mcphost.env'];
-      if (restartOn.some((key) => event.affectsConfiguration(key))) {
+      if (settingsChanged(event, DAEMON_SETTINGS)) {
         const choice = await vscode.window.showInformationMessage(
           'mcphost: the daemon settings changed.',
           'Restart Daemon',

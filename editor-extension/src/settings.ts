@@ -1,6 +1,8 @@
 /**
- * Settings resolution, pure: from the `mcphost.*` settings, the workspace folders and the environment to the
- * command that runs mcphost. The file system is reached only through the `exists` callback, so tests can fake it.
+ * Settings resolution, pure: every `mcphost.*` setting with its default, and from those settings, the workspace
+ * folders and the environment to the command that runs mcphost. Settings are reached only through a getter and the
+ * file system only through the `exists` callback, so tests run in plain Node; workspaceSettings.ts binds both to
+ * VS Code.
  *
  * Order: `mcphost.path` (an executable), `mcphost.interpreter` (a Python with mcphost installed, run as
  * `python -m mcphost`), the workspace's virtual environment (`.venv`, `venv`, `env`), then `mcphost` on PATH.
@@ -8,11 +10,57 @@
 
 import * as path from 'node:path';
 
+/** The settings that decide how the daemon and the CLI commands run. */
 export interface McphostSettings {
   path: string;
   interpreter: string;
   configPath: string;
   env: Record<string, string>;
+}
+
+/** Every setting the extension reads. `mcphost.trace.server` is not here: vscode-languageclient reads it itself,
+ * by the client's id. */
+export interface ExtensionSettings extends McphostSettings {
+  registerMcpServer: boolean;
+  activityMaxRecords: number;
+}
+
+export const SETTINGS_SECTION = 'mcphost';
+
+/** Each setting's key in the `mcphost` section and its default; they must match package.json's
+ * `contributes.configuration` (a unit test holds them to it). */
+export const SETTINGS: { readonly [K in keyof ExtensionSettings]: { readonly key: string; readonly default: ExtensionSettings[K] } } = {
+  path: { key: 'path', default: '' },
+  interpreter: { key: 'interpreter', default: '' },
+  configPath: { key: 'configPath', default: '' },
+  env: { key: 'env', default: {} },
+  registerMcpServer: { key: 'registerMcpServer', default: true },
+  activityMaxRecords: { key: 'activity.maxRecords', default: 500 },
+};
+
+/** A change to any of these takes effect only when the daemon restarts. */
+export const DAEMON_SETTINGS: readonly (keyof McphostSettings)[] = ['path', 'interpreter', 'configPath', 'env'];
+
+/** Reads one setting of the `mcphost` section, as vscode's `WorkspaceConfiguration.get(key, default)` does. */
+export type SettingGetter = <T>(key: string, defaultValue: T) => T;
+
+/** The full name of a setting (`mcphost.activity.maxRecords`), for `affectsConfiguration` and messages. */
+export function settingName(field: keyof ExtensionSettings): string {
+  return `${SETTINGS_SECTION}.${SETTINGS[field].key}`;
+}
+
+export function settingsFrom(get: SettingGetter): ExtensionSettings {
+  const read = <K extends keyof ExtensionSettings>(field: K): ExtensionSettings[K] =>
+    get(SETTINGS[field].key, SETTINGS[field].default);
+  return {
+    path: read('path'),
+    interpreter: read('interpreter'),
+    configPath: read('configPath'),
+    // A fresh default object, so that no caller can change the one in SETTINGS.
+    env: get(SETTINGS.env.key, { ...SETTINGS.env.default }),
+    registerMcpServer: read('registerMcpServer'),
+    activityMaxRecords: read('activityMaxRecords'),
+  };
 }
 
 export interface ResolveContext {

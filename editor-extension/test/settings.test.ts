@@ -1,16 +1,113 @@
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, it } from 'node:test';
 
 import {
+  DAEMON_SETTINGS,
+  type ExtensionSettings,
   type ResolveContext,
+  SETTINGS,
+  SETTINGS_SECTION,
+  type SettingGetter,
   commandArgs,
   expandPath,
   parseDaemonLogLine,
   resolveCommand,
   serveArgs,
+  settingName,
+  settingsFrom,
   shellLine,
   verbosityArgs,
 } from '../src/settings';
+
+// out/test/settings.test.js -> the extension's package.json
+const PACKAGE_JSON = path.resolve(__dirname, '..', '..', 'package.json');
+
+interface Contributed {
+  default?: unknown;
+}
+
+function contributedSettings(): Record<string, Contributed> {
+  const manifest = JSON.parse(fs.readFileSync(PACKAGE_JSON, 'utf8')) as {
+    contributes: { configuration: { properties: Record<string, Contributed> } };
+  };
+  return manifest.contributes.configuration.properties;
+}
+
+/** A getter over the values a user set (keys within the section), falling back to the default as VS Code does. */
+function getter(values: Record<string, unknown>, asked: string[] = []): SettingGetter {
+  return <T>(key: string, defaultValue: T): T => {
+    asked.push(key);
+    return key in values ? (values[key] as T) : defaultValue;
+  };
+}
+
+const DEFAULTS: ExtensionSettings = {
+  path: '',
+  interpreter: '',
+  configPath: '',
+  env: {},
+  registerMcpServer: true,
+  activityMaxRecords: 500,
+};
+
+describe('reading the settings', () => {
+  it('has the defaults when nothing is set', () => {
+    assert.deepEqual(settingsFrom(getter({})), DEFAULTS);
+  });
+
+  it('reads each key of the mcphost section', () => {
+    const asked: string[] = [];
+    settingsFrom(getter({}, asked));
+    assert.deepEqual(
+      [...asked].sort(),
+      ['activity.maxRecords', 'configPath', 'env', 'interpreter', 'path', 'registerMcpServer'],
+    );
+  });
+
+  const cases: { [K in keyof ExtensionSettings]: [string, ExtensionSettings[K]] } = {
+    path: ['path', '/opt/mcphost'],
+    interpreter: ['interpreter', '/usr/bin/python3'],
+    configPath: ['configPath', '~/cfg/config.toml'],
+    env: ['env', { MCPHOST_DATA_DIR: '/d' }],
+    registerMcpServer: ['registerMcpServer', false],
+    activityMaxRecords: ['activity.maxRecords', 42],
+  };
+  for (const [field, [key, value]] of Object.entries(cases)) {
+    it(`takes ${field} from mcphost.${key}`, () => {
+      assert.deepEqual(settingsFrom(getter({ [key]: value })), { ...DEFAULTS, [field]: value });
+    });
+  }
+
+  it('never hands out the shared default env', () => {
+    const settings = settingsFrom(getter({}));
+    settings.env.X = 'y';
+    assert.deepEqual(SETTINGS.env.default, {});
+    assert.deepEqual(settingsFrom(getter({})).env, {});
+  });
+
+  it('names settings in full', () => {
+    assert.equal(settingName('activityMaxRecords'), 'mcphost.activity.maxRecords');
+    assert.equal(settingName('registerMcpServer'), 'mcphost.registerMcpServer');
+    assert.deepEqual(DAEMON_SETTINGS.map(settingName), ['mcphost.path', 'mcphost.interpreter', 'mcphost.configPath', 'mcphost.env']);
+  });
+
+  it("matches package.json's keys and defaults", () => {
+    const contributed = contributedSettings();
+    for (const [field, { key, default: value }] of Object.entries(SETTINGS)) {
+      const name = `${SETTINGS_SECTION}.${key}`;
+      assert.ok(name in contributed, `${field}: ${name} is not in package.json`);
+      assert.deepEqual(value, contributed[name].default, `${name}'s default`);
+    }
+    // The one setting not read through SETTINGS is vscode-languageclient's own.
+    const known = new Set(Object.values(SETTINGS).map(({ key }) => `${SETTINGS_SECTION}.${key}`));
+    assert.deepEqual(
+      Object.keys(contributed).filter((name) => !known.has(name)),
+      ['mcphost.trace.server'],
+    );
+  });
+});
 
 function context(files: string[], overrides: Partial<ResolveContext> = {}, settings: Partial<ResolveContext['settings']> = {}): ResolveContext {
   const set = new Set(files);
