@@ -34,7 +34,7 @@ HostListener = Callable[[str], None]
 
 def log_settings(loaded: LoadedConfig) -> LogSettings:
     log = loaded.config.log
-    return LogSettings(fsync=log.fsync, max_bytes=log.max_bytes, keep=log.keep)
+    return LogSettings(fsync=log.fsync, max_bytes=log.max_bytes, keep=log.keep, on_failure=log.on_failure)
 
 
 def error_details(error: ConfigError) -> dict[str, Any]:

@@ -94,6 +94,14 @@ def recommended_variant(annotations: Annotations) -> ToolVariant:
     return ToolVariant.WRITE
 
 
+_RANK = {ToolVariant.READ: 0, ToolVariant.WRITE: 1, ToolVariant.DESTRUCTIVE: 2}
+
+
+def stricter_variant(declared: ToolVariant, recommended: ToolVariant) -> ToolVariant:
+    """The variant whose permission governs a call: the agent's, or the server's reading of the tool if stricter."""
+    return recommended if _RANK[recommended] > _RANK[declared] else declared
+
+
 def _error(code: ErrorCode, message: str, variant: ToolVariant, **details: Any) -> GatewayError:
     return GatewayError(code, message, {"variant": variant.value, **details})
 

@@ -13,9 +13,15 @@ from typing import Any
 from mcphost.activity.query import intent_type, record_time
 from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, columns, safe
 
+CALL_TYPES = ("tool_call", "tool_call_started")
+
+
+def is_call(record: Mapping[str, Any]) -> bool:
+    return record.get("type", "tool_call") in CALL_TYPES
+
 
 def icon(record: Mapping[str, Any], ascii_only: bool = False) -> str:
-    kind = intent_type(record) if record.get("type", "tool_call") == "tool_call" else None
+    kind = intent_type(record) if is_call(record) else None
     if kind is None:
         return ASCII_EVENT_ICON if ascii_only else EVENT_ICON
     return (ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]
@@ -68,6 +74,9 @@ def target(record: Mapping[str, Any]) -> str:
 
 def status(record: Mapping[str, Any]) -> str:
     text = safe(record.get("status") or "")
+    if record.get("outcome") == "unknown":
+        # Marked by the readers: a write or destructive call was forwarded and no outcome was ever recorded.
+        text = f"{text}, outcome unknown"
     error = record.get("error")
     if isinstance(error, Mapping) and error.get("code"):
         text = f"{text} {safe(error['code'])}".strip()
@@ -88,7 +97,7 @@ def line(record: Mapping[str, Any], ascii_only: bool = False) -> str:
     """`2026-11-21 10:03:04 📝 todo:add_task  success  12ms  allow by policy`"""
     kind = str(record.get("type", "tool_call"))
     parts = [local_time(record), icon(record, ascii_only)]
-    if kind == "tool_call":
+    if is_call(record):
         parts += [target(record) or "?", status(record) or "?", duration(record), decision(record)]
     else:
         parts += [safe(kind), target(record), event_summary(record)]
@@ -99,7 +108,7 @@ def table(records: Sequence[Mapping[str, Any]], ascii_only: bool = False) -> str
     headers = ("TIME", "INTENT", "TOOL", "STATUS", "DURATION", "DECISION", "ID")
     rows = []
     for record in records:
-        kind = intent_type(record) if record.get("type", "tool_call") == "tool_call" else None
+        kind = intent_type(record) if is_call(record) else None
         intent = (
             f"{icon(record, ascii_only)} {kind}" if kind else f"{icon(record, ascii_only)} {safe(record.get('type'))}"
         )
@@ -131,7 +140,7 @@ def detail(record: Mapping[str, Any], ascii_only: bool = False) -> str:
     field("duration", duration(record))
     metadata = record.get("metadata") if isinstance(record.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
-    if record.get("type", "tool_call") == "tool_call":
+    if is_call(record):
         intent = metadata.get("intent") if isinstance(metadata.get("intent"), Mapping) else {}
         assert isinstance(intent, Mapping)
         out.append("  intent")
@@ -163,12 +172,19 @@ def detail(record: Mapping[str, Any], ascii_only: bool = False) -> str:
     field("preview", safe(record.get("response_preview")) if record.get("response_preview") else None)
     field("session", safe(record.get("session_id")) if record.get("session_id") else None)
     field("client", safe(record.get("client")) if record.get("client") else None)
+    if record.get("outcome") == "unknown":
+        field("outcome", "unknown: no outcome was recorded (the call is still running, or its host stopped mid-call)")
+    elif record.get("outcome"):
+        field("outcome", f"recorded as {safe(record['outcome'])}")
+    field("started as", safe(record.get("started_id")) if record.get("started_id") else None)
+    if isinstance(record.get("forwarded"), bool):
+        field("forwarded", "yes: it reached the upstream server" if record["forwarded"] else "no")
     if isinstance(record.get("details"), Mapping):
         field("details", safe(_compact(record["details"])))
     known = {
         "id", "timestamp", "type", "server", "tool", "status", "duration_ms", "metadata", "decision", "error",
         "warnings", "arguments", "arguments_preview", "request_bytes", "response_bytes", "response_preview",
-        "session_id", "client", "details",
+        "session_id", "client", "details", "outcome", "started_id", "forwarded",
     }  # fmt: skip
     for key, value in record.items():
         if key not in known:  # written by another version: shown, not hidden

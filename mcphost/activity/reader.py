@@ -115,6 +115,24 @@ def _files_newest_first(
             os.close(fd)
 
 
+class Outcomes:
+    """Newest first, a call's outcome is read before its start (`tool_call_started`): a start already answered is
+    left out, and one that no outcome names is marked `"outcome": "unknown"` (in flight, or its host died)."""
+
+    def __init__(self) -> None:
+        self._answered: set[str] = set()
+
+    def settle(self, record: Record) -> Record | None:
+        started = record.get("started_id")
+        if isinstance(started, str):
+            self._answered.add(started)
+        elif record.get("type") == "tool_call_started":
+            if record.get("id") in self._answered:
+                return None
+            return {**record, "outcome": "unknown"}
+        return record
+
+
 @dataclass(slots=True)
 class Position:
     """Where a reader stopped in the live file: the next byte of the file with this identity."""
@@ -141,6 +159,7 @@ def tail(
     except FileNotFoundError:
         fd = None
     found: list[Record] = []
+    outcomes = Outcomes()
     if fd is not None:
         try:
             stat = os.fstat(fd)
@@ -155,7 +174,8 @@ def tail(
                         continue
                     if past is not None and past(record):
                         return _done(found, position)
-                    if keep(record):
+                    record = outcomes.settle(record)
+                    if record is not None and keep(record):
                         found.append(record)
                         if len(found) >= n:
                             break
@@ -167,8 +187,9 @@ def tail(
         for record in _files_newest_first([f for f in log_files(path) if f != path], needle, skip):
             if past is not None and past(record):
                 break
-            if keep(record):
-                found.append(record)
+            settled = outcomes.settle(record)
+            if settled is not None and keep(settled):
+                found.append(settled)
                 if len(found) >= n:
                     break
     return _done(found, position)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcphost.activity.ids import new_record_id as new_record_id  # re-exported: records are made here
+from mcphost.activity.redact import scrub
 
 
 def utc_now() -> str:
@@ -17,6 +19,9 @@ def utc_now() -> str:
 
 class RecordType(StrEnum):
     TOOL_CALL = "tool_call"
+    # A write or destructive call about to be forwarded. Its outcome is a later `tool_call` record naming it in
+    # `started_id`; a start that no outcome names is a call whose outcome is unknown (the host died mid-call).
+    TOOL_CALL_STARTED = "tool_call_started"
     CONFIG_RELOAD = "config_reload"
     CONFIG_ERROR = "config_error"
     UPSTREAM_CONNECTED = "upstream_connected"
@@ -30,6 +35,8 @@ class Status(StrEnum):
     REJECTED = "rejected"  # mcphost refused the call as malformed or mismatched
     DENIED = "denied"  # the policy or a person said no
     EXPIRED = "expired"  # nobody answered the prompt in time
+    CANCELLED = "cancelled"  # the agent cancelled or left, or the host shut down, before the call ended
+    STARTED = "started"  # on tool_call_started records only
 
 
 class _Open(BaseModel):
@@ -105,6 +112,25 @@ class ActivityRecord(_Open):
     session_id: str | None = Field(default=None, description="The agent session the call came from.")
     client: str | None = Field(default=None, description="The agent's client name, as its MCP client reported it.")
     details: dict[str, Any] | None = Field(default=None, description="Host events: what connected, what changed.")
+    started_id: str | None = Field(
+        default=None,
+        description="On the outcome of a write or destructive call: the id of its `tool_call_started` record, "
+        "written before it was forwarded.",
+    )
+    forwarded: bool | None = Field(
+        default=None, description="Whether the call had reached the upstream server (on cancelled and failed calls)."
+    )
+
+    def safe_dict(self) -> dict[str, Any]:
+        """The record as written and as sent to editors: every string redacted, keys included, and valid Unicode."""
+        return dict(scrub(self.model_dump(mode="json", exclude_none=True)))
 
     def to_json_line(self) -> str:
-        return self.model_dump_json(exclude_none=True) + "\n"
+        """One line of JSON. Never fails on content: a record whose content cannot be written keeps what can."""
+        try:
+            return json.dumps(self.safe_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+        except (RecursionError, ValueError, TypeError) as exc:
+            kept = self.model_copy(update={"arguments": None, "details": None, "metadata": RecordMetadata()})
+            line = kept.safe_dict()
+            line["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
+            return json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"

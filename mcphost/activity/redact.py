@@ -46,7 +46,10 @@ Two independent nets, both applied by `redact`:
    shape and a minimum length, so ids, shas, UUIDs, slugs and ordinary base64 pass through; "bearer" and
    "basic" in prose are left alone unless followed by something shaped like a token / base64 `user:pass`.
 
-Dict keys themselves are never rewritten. Everything is a pure function; regexes are compiled at import.
+`redact` leaves dict keys as they are; `scrub`, applied to every record and every prompt as a whole, also runs keys
+through `redact_text` (an agent can send a token as an argument's name) and replaces text that is not valid Unicode
+(a lone surrogate, which JSON can carry as "\udfff") with U+FFFD, so what it returns can always be written as UTF-8.
+Everything is a pure function; regexes are compiled at import.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_key", "redact", "redact_text"]
+__all__ = ["REDACTED", "is_secret_key", "redact", "redact_text", "scrub", "valid_text"]
 
 REDACTED = "[REDACTED]"
 
@@ -404,3 +407,48 @@ def redact(value: Any, extra_keys: Iterable[str] = ()) -> Any:
     every string value anywhere goes through redact_text. Dict keys are copied unchanged.
     """
     return _redact(value, _extra_set(extra_keys))
+
+
+# ---------------------------------------------------------------------------------------------- whole records
+
+
+def valid_text(text: str) -> bool:
+    """True when `text` is valid Unicode: no lone surrogate (JSON's "\\udfff" escape decodes to one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _valid(text: str) -> str:
+    if valid_text(text):
+        return text
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+def _scrub(value: Any, extra: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return redact_text(_valid(value))
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = redact_text(_valid(k)) if isinstance(k, str) else str(k)
+            if key in out:  # two secrets as keys redact alike: keep both values
+                key = f"{key}#{sum(1 for existing in out if existing.startswith(key))}"
+            if isinstance(k, str) and v is not None and not isinstance(v, bool) and _is_secret(k, extra):
+                out[key] = REDACTED
+            else:
+                out[key] = _scrub(v, extra)
+        return out
+    if isinstance(value, list | tuple):
+        return [_scrub(v, extra) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact_text(_valid(str(value)))
+
+
+def scrub(value: Any, extra_keys: Iterable[str] = ()) -> Any:
+    """Like `redact`, for a whole record or prompt: keys are redacted too, invalid Unicode is replaced, and anything
+    that is not JSON (a path, an enum) becomes its text. The result always serializes as UTF-8 JSON."""
+    return _scrub(value, _extra_set(extra_keys))

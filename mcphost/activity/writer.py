@@ -46,6 +46,7 @@ class LogSettings:
     fsync: bool = True
     max_bytes: int = 0  # 0: never rotate
     keep: int = 5
+    on_failure: str = "refuse"  # [log] on_failure: what calls do while records cannot be written (the gateway acts)
 
 
 class ActivityLog:
@@ -253,14 +254,15 @@ class ActivityLog:
     # ---- failures
 
     def _report(self, exc: OSError, *, close: bool = True) -> None:
-        message = f"cannot write the activity log {self.path}: {exc.strerror or exc}"
-        if message != self.last_error:
-            print(
-                f"mcphost: ERROR: {message}; calls go on, and their records wait in memory "
-                f"(up to {BACKLOG_LIMIT}) until the log can be written",
-                file=sys.stderr,
-                flush=True,
+        if self.settings.on_failure == "refuse":
+            consequence = "calls are refused (AUDIT_UNAVAILABLE) until it can be written again: free space on its disk"
+        else:
+            consequence = (
+                f'calls go on ([log] on_failure = "continue"), their records held in memory (up to {BACKLOG_LIMIT})'
             )
+        message = f"cannot write the activity log {self.path}: {exc.strerror or exc}; {consequence}"
+        if message != self.last_error:
+            print(f"mcphost: ERROR: {message}", file=sys.stderr, flush=True)
         self.last_error = message
         if close:  # reopen next time: the file may have been replaced or its disk remounted
             self._close_fd()

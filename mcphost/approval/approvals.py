@@ -18,12 +18,13 @@ import anyio
 
 from mcphost.activity.capture import capture_arguments
 from mcphost.activity.record import Decision
+from mcphost.activity.redact import scrub
 from mcphost.approval.broker import BrokerResult, Outcome, PermissionBroker, ms_since
 from mcphost.approval.grants import Grant, GrantStore, tool_fingerprint
 from mcphost.approval.prompt import Answer, PermissionRequest, PromptIntent
 from mcphost.config import LoadedConfig
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.intent import ToolVariant
+from mcphost.intent import ToolVariant, stricter_variant
 from mcphost.policy import Action, DecidedBy, NoEditor, Policy, Remember, clamp_remember, decide, remember_options
 
 logger = logging.getLogger(__name__)
@@ -92,13 +93,26 @@ class Approvals:
 
     async def authorize(self, loaded: LoadedConfig, facts: CallFacts, elicit: Elicit | None = None) -> Authorization:
         policy = loaded.config.permissions.to_policy()
-        verdict = decide(policy, facts.variant, facts.server, facts.tool)
-        key = f"permissions.{facts.variant.operation.value}"
+        # The stricter of what the agent declared and what the server says: a tool the server does not mark
+        # read-only is no read, whichever variant it is called through (strict validation aside, which rejects).
+        governing = stricter_variant(facts.variant, ToolVariant(facts.call_with))
+        verdict = decide(policy, governing, facts.server, facts.tool)
+        key = f"permissions.{governing.operation.value}"
         details: dict[str, Any] = {
             "variant": facts.variant.value,
             "tool": facts.qualified,
             "policy": verdict.action.value,
         }
+        escalated: list[str] = []
+        if governing is not facts.variant:
+            escalated.append(
+                f"{facts.qualified} is not marked read-only by its server, so this {facts.variant.value} call is "
+                f'treated as {governing.operation.value} ({key} = "{verdict.action.value}"); a per-server '
+                "annotation override in the config declares a tool read-only"
+                if facts.variant is ToolVariant.READ
+                else f"{facts.qualified} is marked destructive by its server, so this {facts.variant.value} call is "
+                f'treated as destructive ({key} = "{verdict.action.value}")'
+            )
 
         def decision(by: DecidedBy, outcome: str, **extra: Any) -> Decision:
             return Decision(by=by.value, action=verdict.action.value, outcome=outcome, rule=verdict.rule, **extra)
@@ -109,14 +123,15 @@ class Approvals:
                 GatewayError(
                     ErrorCode.PERMISSION_DENIED,
                     f'Permission denied by policy: {key} = "deny" in {loaded.path}. '
-                    f'Change it to "allow", "ask" or "confirm" to let {facts.variant.value} calls through.',
+                    f'Change it to "allow", "ask" or "confirm" to let {governing.operation.value} calls through.',
                     {**details, "denied_by": DecidedBy.POLICY.value},
                 ),
+                escalated,
             )
         if verdict.action is Action.ALLOW:
-            return Authorization(decision(DecidedBy.POLICY, "allow"))
+            return Authorization(decision(DecidedBy.POLICY, "allow"), warnings=escalated)
 
-        warnings: list[str] = []
+        warnings: list[str] = escalated
         fingerprint = facts.fingerprint
         found = self.grants.lookup(facts.session_id, facts.server, facts.tool, facts.variant.value, fingerprint)
         for stale in found.stale:
@@ -144,13 +159,13 @@ class Approvals:
                 f"the server changed this tool's annotations since mcphost last saw them: {_hints(changed[0])} -> "
                 f"{_hints(changed[1])}"
             )
-        options = remember_options(policy, facts.variant, facts.session_id is not None)
+        options = remember_options(policy, governing, facts.session_id is not None)
         # A person is shown the arguments whatever the log keeps of them ([log] arguments_max_bytes may be 0).
         shown, preview = capture_arguments(facts.arguments, PROMPT_ARGUMENTS_MAX_BYTES, facts.redact_keys)
         request = PermissionRequest(
             id=uuid.uuid4().hex[:16],
             variant=facts.variant.value,
-            operation=facts.variant.operation.value,
+            operation=governing.operation.value,
             action="confirm" if verdict.action is Action.CONFIRM else "ask",
             server=facts.server,
             tool=facts.tool,
@@ -165,8 +180,25 @@ class Approvals:
             session_id=facts.session_id,
             client=facts.client,
         )
+        # Everything the agent or the server chose (its reason, names, warnings quoting them) is redacted for the
+        # person's screen as it is for the disk: a prompt is no way around the log's promise.
+        request = PermissionRequest.model_validate(scrub(request.model_dump(mode="json"), facts.redact_keys))
 
         if not self.broker.approvers and policy.no_editor is NoEditor.ELICIT and elicit is not None:
+            if verdict.action is Action.CONFIRM:
+                # A deliberate confirmation is the person's, in their editor or terminal: the agent's own client
+                # answering a yes/no form is exactly what confirm exists to rule out.
+                return Authorization(
+                    decision(DecidedBy.NO_APPROVER, "deny"),
+                    no_approver_error(
+                        loaded,
+                        governing,
+                        verdict.action,
+                        "a call that needs a deliberate confirmation is never left to the agent's own client",
+                        details,
+                    ),
+                    warnings,
+                )
             return await self._elicit(policy, facts, request, elicit, verdict.action, warnings)
 
         result = await self.broker.request(request, expires_in=policy.prompt_timeout)
@@ -187,7 +219,7 @@ class Approvals:
             )
         return Authorization(
             decision(DecidedBy.NO_APPROVER, "deny", wait_ms=result.wait_ms or None),
-            no_approver_error(loaded, facts.variant, verdict.action, result.reason, details),
+            no_approver_error(loaded, governing, verdict.action, result.reason, details),
             warnings,
         )
 

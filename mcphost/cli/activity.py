@@ -81,8 +81,13 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     path = log_path(args)
     wanted = args.id.strip()
+    outcome: str | None = None  # the outcome of a started call, read before it (newest first)
     for record in records_newest_first(path, wanted.encode("utf-8", "replace")):
+        if record.get("started_id") == wanted:
+            outcome = str(record.get("id"))
         if record.get("id") == wanted:
+            if record.get("type") == "tool_call_started":
+                record = {**record, "outcome": outcome or "unknown"}
             if args.output == "text":
                 print(display.detail(record, console.ascii_only()))
             else:

@@ -101,7 +101,7 @@ class EditorHub:
     def _on_record(self, record: ActivityRecord) -> None:
         listeners = [c for c in self.connections.values() if c.attached and c.wants_activity]
         if listeners:
-            payload = record.model_dump(mode="json", exclude_none=True)
+            payload = record.safe_dict()
             for connection in listeners:
                 connection.send(p.ACTIVITY, payload)
         if self.activity.last_error != self._log_error:

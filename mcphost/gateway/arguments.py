@@ -8,10 +8,58 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mcphost.activity.redact import valid_text
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import FLAT_INTENT_KEYS, ToolVariant
 
 CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS})
+# Deeper than any tool's arguments need; past it the JSON libraries on the way (ours, the upstream's) recurse into
+# trouble, and a record that cannot be written must stop the call before it is forwarded, not after.
+MAX_DEPTH = 64
+
+
+def check_input(value: Any, variant: ToolVariant, where: str = "arguments") -> None:
+    """Refuse what could not be recorded faithfully: text that is not valid Unicode (a lone surrogate, which JSON
+    can carry as "\\udfff") and nesting deeper than MAX_DEPTH. Iterative, so no input can exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"{_root(path)} nest deeper than {MAX_DEPTH} levels (at {_short(path)}): flatten the arguments",
+                {"variant": variant.value, "max_depth": MAX_DEPTH},
+            )
+        if isinstance(item, str):
+            if not valid_text(item):
+                raise GatewayError(
+                    ErrorCode.INVALID_ARGS,
+                    f"{_short(path)} holds text that is not valid Unicode (a lone UTF-16 surrogate such as "
+                    '"\\udfff"): send well-formed text',
+                    {"variant": variant.value, "field": _short(path)},
+                )
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                name = str(key)
+                if not valid_text(name):
+                    raise GatewayError(
+                        ErrorCode.INVALID_ARGS,
+                        f"a key in {_short(path)} is not valid Unicode (a lone UTF-16 surrogate): send well-formed "
+                        "text",
+                        {"variant": variant.value, "field": _short(path)},
+                    )
+                stack.append((child, f"{path}.{name}", depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+
+
+def _root(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def _short(path: str) -> str:
+    # A path through 60 levels is no help to a reader; its start says where, its end says what.
+    return path if len(path) <= 120 else f"{path[:60]}…{path[-40:]}"
 
 
 def split_name(name: Any, variant: ToolVariant) -> tuple[str, str]:
@@ -53,6 +101,12 @@ def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, 
             raise GatewayError(ErrorCode.INVALID_ARGS, "args_json must be a string holding a JSON object", details)
         try:
             parsed = json.loads(args_json)
+        except RecursionError:
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"args_json nests deeper than {MAX_DEPTH} levels: flatten the arguments",
+                details,
+            ) from None
         except json.JSONDecodeError as exc:
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
@@ -60,6 +114,7 @@ def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, 
                 'send a JSON object such as {"title": "Buy milk"}',
                 details,
             ) from None
+        check_input(parsed, variant, "args_json")
         if not isinstance(parsed, dict):
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from mcphost.activity.capture import capture_arguments, capture_response, response_text
@@ -30,7 +31,7 @@ from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, CallFacts, Elicit
 from mcphost.config import LoadedConfig, effective_annotations
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.gateway.arguments import parse_args, split_name
+from mcphost.gateway.arguments import check_input, parse_args, split_name
 from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
 from mcphost.intent import (
     Annotations,
@@ -142,10 +143,13 @@ class Gateway:
     # ---- call_tool_*
 
     async def call(self, variant: ToolVariant, arguments: Mapping[str, Any], ctx: CallContext) -> CallOutcome:
-        """Validate, decide, forward, and record one call. Never raises for anything the agent sent."""
+        """Validate, decide, forward, and record one call. Never raises for anything the agent sent; a call cut
+        short (cancelled, the agent gone, the host stopping) is recorded as cancelled before the cancellation goes
+        on. No call reaches the upstream without its record: a write or destructive call is on record as started
+        before it is forwarded, and with `[log] on_failure = "refuse"` a call whose record cannot be made durable
+        is refused (AUDIT_UNAVAILABLE)."""
         started = time.perf_counter()
         loaded = self._config()  # this call finishes under the config it started with
-        log = loaded.config.log
         record = ActivityRecord(
             type=RecordType.TOOL_CALL.value,
             metadata=RecordMetadata(tool_variant=variant.value),
@@ -153,8 +157,48 @@ class Gateway:
             client=ctx.client,
         )
         outcome = CallOutcome(status=Status.SUCCESS)
+        progress = _Progress()
+        try:
+            await self._run(variant, arguments, ctx, loaded, record, outcome, progress)
+        except BaseException:
+            # Cancellation is a BaseException: it must not skip the record, and it must go on once it is written.
+            record.status = Status.CANCELLED.value
+            record.forwarded = progress.forwarded
+            record.duration_ms = _ms_since(started)
+            record.id, record.timestamp = new_record_id(), utc_now()
+            with anyio.CancelScope(shield=True):
+                await self.activity.write(record)
+            raise
+        record.status = outcome.status.value
+        record.warnings = list(outcome.warnings)
+        record.duration_ms = _ms_since(started)
+        if outcome.error is not None and progress.forwarded:
+            record.forwarded = True
+        # Stamped when written, not when started, so the file stays in time order however long calls take.
+        record.id, record.timestamp = new_record_id(), utc_now()
+        # The agent sees the result only once its record is on disk (when [log] fsync is on).
+        durable = await self.activity.write(record)
+        if not durable and progress.forwarded and _refuses(loaded) and outcome.error is None:
+            outcome.error = self._audit_unavailable(loaded, forwarded=True)
+            outcome.status = Status.ERROR
+            outcome.result = None
+        return outcome
+
+    async def _run(
+        self,
+        variant: ToolVariant,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        loaded: LoadedConfig,
+        record: ActivityRecord,
+        outcome: CallOutcome,
+        progress: _Progress,
+    ) -> None:
+        log = loaded.config.log
         raw = raw_intent(arguments)
         try:
+            # Before anything reads the input: what could not be recorded must never be forwarded.
+            check_input(dict(arguments), variant)
             intent = parse_intent(raw, variant)
             record.metadata.intent = RecordIntent(**intent.to_dict())
             check_two_keys(variant, intent)
@@ -201,6 +245,9 @@ class Gateway:
             outcome.warnings.extend(authorization.warnings)
             if authorization.error is not None:
                 raise authorization.error
+            if variant is not ToolVariant.READ:
+                await self._record_start(loaded, record, outcome)
+            progress.forwarded = True
             outcome.result = await self._forward(upstream, tool, args)
             outcome.status = Status.ERROR if outcome.result.is_error else Status.SUCCESS
             answer = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -224,14 +271,36 @@ class Gateway:
             )
             outcome.error, outcome.status = bug, Status.ERROR
             record.error = ErrorInfo(code=bug.code.value, message=bug.message)
-        record.status = outcome.status.value
-        record.warnings = list(outcome.warnings)
-        record.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        # Stamped when written, not when started, so the file stays in time order however long calls take.
-        record.id, record.timestamp = new_record_id(), utc_now()
-        # The agent sees the result only once its record is on disk (when [log] fsync is on).
-        await self.activity.write(record)
-        return outcome
+
+    async def _record_start(self, loaded: LoadedConfig, record: ActivityRecord, outcome: CallOutcome) -> None:
+        """Put a write or destructive call on record before it is forwarded: if the host dies mid-call, the log
+        still says the call was made (its outcome unknown)."""
+        start = record.model_copy(deep=True)
+        start.type = RecordType.TOOL_CALL_STARTED.value
+        start.status = Status.STARTED.value
+        start.warnings = list(outcome.warnings)
+        start.id, start.timestamp = new_record_id(), utc_now()
+        durable = await self.activity.write(start)
+        if not durable and _refuses(loaded):
+            raise self._audit_unavailable(loaded, forwarded=False)
+        record.started_id = start.id
+
+    def _audit_unavailable(self, loaded: LoadedConfig, *, forwarded: bool) -> GatewayError:
+        # last_error goes on to say what calls do meanwhile, which the message below says in its own words.
+        problem = (self.activity.last_error or f"cannot write the activity log {self.activity.path}").split("; ")[0]
+        fate = (
+            "The call ran upstream, but its record could not be made durable, so its result is withheld."
+            if forwarded
+            else "The call was not forwarded."
+        )
+        return GatewayError(
+            ErrorCode.AUDIT_UNAVAILABLE,
+            f"{fate} mcphost records every call before it lets it through, and the record cannot be made durable: "
+            f"{problem}. Free space on the disk that holds {self.activity.path.parent} (or make the file writable); "
+            f'calls resume by themselves. [log] on_failure = "continue" in {loaded.path} lets calls run meanwhile, '
+            "their records kept in memory.",
+            {"log": str(self.activity.path), "forwarded": forwarded},
+        )
 
     async def _resolve(
         self, loaded: LoadedConfig, server: str, tool: str, variant: ToolVariant
@@ -308,11 +377,25 @@ def _suggest(name: str, candidates: list[str]) -> str:
     return "Use retrieve_tools to search for tools."
 
 
+@dataclass(slots=True)
+class _Progress:
+    forwarded: bool = False  # the call was handed to the upstream (so it may have taken effect)
+
+
+def _refuses(loaded: LoadedConfig) -> bool:
+    return loaded.config.log.on_failure == "refuse"
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
 _STATUS_BY_CODE = {
     ErrorCode.PERMISSION_DENIED: Status.DENIED,
     ErrorCode.NO_APPROVER: Status.DENIED,
     ErrorCode.APPROVAL_TIMEOUT: Status.EXPIRED,
     ErrorCode.UPSTREAM_ERROR: Status.ERROR,
+    ErrorCode.AUDIT_UNAVAILABLE: Status.ERROR,
 }
 
 

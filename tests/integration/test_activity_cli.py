@@ -107,7 +107,7 @@ def test_bad_filters_exit_2_and_list_the_valid_values(sandbox: Sandbox) -> None:
     cases = [
         (("log", "tail", "--intent-type", "delete"), "--intent-type: 'delete' is not valid; use one of: read, write"),
         (("activity", "list", "--status", "ok"), "use one of: success, error, rejected, denied, expired"),
-        (("activity", "list", "--type", "nope"), "use one of: tool_call, config_reload"),
+        (("activity", "list", "--type", "nope"), "use one of: tool_call, tool_call_started, config_reload"),
         (("activity", "summary", "--since", "last tuesday"), "--since: 'last tuesday' is neither a time"),
         (("activity", "list", "--limit", "-3"), "--limit: -3 is negative"),
     ]

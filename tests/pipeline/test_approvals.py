@@ -48,11 +48,48 @@ def approvals(tmp_path: Path, person: ScriptedApprover | None = None) -> Approva
     return Approvals(broker, GrantStore(tmp_path / "state.toml"))
 
 
-async def test_allowed_by_policy_without_asking(tmp_path: Path) -> None:
+def read_only(**changes: Any) -> CallFacts:
+    return facts(ToolVariant.READ, annotations={"readOnlyHint": True}, call_with="call_tool_read", **changes)
+
+
+async def test_a_read_of_a_read_only_tool_is_allowed_by_policy_without_asking(tmp_path: Path) -> None:
     person = ScriptedApprover()
-    result = await approvals(tmp_path, person).authorize(config(tmp_path), facts(ToolVariant.READ))
+    result = await approvals(tmp_path, person).authorize(config(tmp_path), read_only())
     assert result.error is None and result.decision.by == "policy" and result.decision.outcome == "allow"
+    assert result.decision.rule == "permissions.read"
     assert person.asked == []
+
+
+async def test_a_read_of_a_tool_not_marked_read_only_is_asked_like_a_write(tmp_path: Path) -> None:
+    person = ScriptedApprover(script=[allow()])
+    unannotated = facts(ToolVariant.READ)  # no annotations: the server never said it only reads
+    result = await approvals(tmp_path, person).authorize(config(tmp_path), unannotated)
+    assert result.error is None and result.decision.by == "editor"
+    assert result.decision.rule == "permissions.write" and result.decision.action == "ask"
+    assert person.asked[0].operation == "write" and person.asked[0].variant == "call_tool_read"
+    assert any("not marked read-only" in w for w in result.warnings)
+
+
+async def test_a_write_on_a_destructive_tool_needs_the_destructive_confirmation(tmp_path: Path) -> None:
+    person = ScriptedApprover(script=[allow()])
+    marked = facts(annotations={"destructiveHint": True}, call_with="call_tool_destructive")
+    result = await approvals(tmp_path, person).authorize(config(tmp_path), marked)
+    assert result.decision.rule == "permissions.destructive" and person.asked[0].action == "confirm"
+
+
+async def test_the_agents_own_client_never_confirms_a_destructive_call(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def elicit(message: str, schema: dict[str, Any]) -> bool:
+        asked.append(message)
+        return True
+
+    loaded = config(tmp_path, '[permissions]\nno_editor = "elicit"\n')
+    destructive = facts(ToolVariant.DESTRUCTIVE, call_with="call_tool_destructive")
+    result = await approvals(tmp_path).authorize(loaded, destructive, elicit)
+    assert result.error is not None and result.error.code is ErrorCode.NO_APPROVER and asked == []
+    write = await approvals(tmp_path).authorize(loaded, facts(), elicit)
+    assert write.error is None and write.decision.by == "elicitation" and len(asked) == 1
 
 
 async def test_the_prompt_carries_what_a_person_needs_and_no_secret(tmp_path: Path) -> None:

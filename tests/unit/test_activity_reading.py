@@ -113,7 +113,7 @@ def test_intent_type_falls_back_to_the_variant_for_calls_rejected_before_their_i
     [
         ({"intent_type": "delete"}, "intent_type", "read, write, destructive"),
         ({"status": "ok"}, "status", "success, error, rejected, denied, expired"),
-        ({"type": "call"}, "type", "tool_call, config_reload"),
+        ({"type": "call"}, "type", "tool_call, tool_call_started, config_reload"),
         ({"since": "yesterday"}, "since", "15m"),
     ],
 )

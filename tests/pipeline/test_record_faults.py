@@ -1,0 +1,173 @@
+"""No call without its record: hostile input is refused before it is forwarded, a call cut short is recorded as
+cancelled, a write is on record before the upstream sees it, and a log that cannot be written stops calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.errors import ErrorCode
+from mcphost.intent import ToolVariant
+from tests.pipeline.conftest import InProcess, ScriptedApprover
+
+READ, WRITE = ToolVariant.READ, ToolVariant.WRITE
+ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
+
+
+class Waiting(ScriptedApprover):
+    """A person who never answers: the call waits on the prompt until it is cut short."""
+
+    async def ask(self, request: PermissionRequest) -> PermissionResponse:
+        self.asked.append(request)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def gate_files(tmp_path: Path) -> tuple[Path, Path]:
+    return tmp_path / "started", tmp_path / "gate"
+
+
+async def wait_for(path: Path) -> None:
+    async with asyncio.timeout(10):
+        while not path.exists():
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"intent": {"operation_type": "read", "reason": "lone \udfff surrogate"}},
+        {"intent_operation_type": "read", "intent_reason": "flat \ud800 form"},
+        {"intent": {"operation_type": "read"}, "args": {"text\udfff": "a key"}},
+        {"intent": {"operation_type": "read"}, "args_json": '{"text": "escaped \\udfff in JSON text"}'},
+    ],
+    ids=["reason", "flat-reason", "argument-key", "args_json-escape"],
+)
+async def test_text_that_is_not_valid_unicode_is_refused_before_it_is_forwarded(
+    in_process: Any, arguments: dict[str, Any], tmp_path: Path
+) -> None:
+    async with in_process() as env:
+        outcome = await env.host.gateway.call(READ, {"name": "probe:read_notes", **arguments}, _ctx())
+    assert outcome.error is not None and outcome.error.code is ErrorCode.INVALID_ARGS
+    assert "not valid Unicode" in outcome.error.message and outcome.result is None
+    [record] = env.records()
+    assert record["status"] == "rejected" and record["error"]["code"] == "INVALID_ARGS"
+
+
+async def test_arguments_nested_too_deep_are_refused_and_recorded(in_process: Any) -> None:
+    deep: Any = "bottom"
+    for _ in range(500):
+        deep = {"d": deep}
+    async with in_process() as env:
+        as_object = await env.call(READ, "probe:read_notes", args={"text": deep})
+        as_json = await env.host.gateway.call(
+            READ,
+            {"name": "probe:read_notes", "intent": {"operation_type": "read"}, "args_json": "[" * 5000 + "]" * 5000},
+            _ctx(),
+        )
+    for outcome in (as_object, as_json):
+        assert outcome.error is not None and outcome.error.code is ErrorCode.INVALID_ARGS
+        assert "deeper than" in outcome.error.message
+    assert [r["status"] for r in env.records()] == ["rejected", "rejected"]
+
+
+async def test_a_call_cancelled_while_its_prompt_waits_is_recorded_as_cancelled(in_process: Any) -> None:
+    async with in_process() as env:
+        person = Waiting()
+        env.host.broker.attach(person)
+        task = asyncio.create_task(env.call(WRITE, "probe:plain_echo", args={"text": "x"}))
+        async with asyncio.timeout(10):
+            while not person.asked:
+                await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    [record] = env.records()
+    assert record["status"] == "cancelled" and record["forwarded"] is False
+    assert record["server"] == "probe" and record["tool"] == "plain_echo"
+
+
+async def test_a_call_cancelled_in_the_upstream_is_recorded_as_cancelled_after_forwarding(
+    in_process: Any, tmp_path: Path
+) -> None:
+    started, gate = gate_files(tmp_path)
+    async with in_process(ALLOW_ALL) as env:
+        task = asyncio.create_task(env.call(READ, "probe:slow", args={"started": str(started), "gate": str(gate)}))
+        await wait_for(started)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gate.touch()
+    [record] = env.records()
+    assert record["status"] == "cancelled" and record["forwarded"] is True
+
+
+async def test_a_write_is_on_record_before_the_upstream_sees_it(in_process: Any, tmp_path: Path) -> None:
+    started, gate = gate_files(tmp_path)
+    async with in_process(ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n") as env:
+        task = asyncio.create_task(env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)}))
+        await wait_for(started)
+        # The upstream is inside the call: the log already says so.
+        lines = [json.loads(line) for line in env.box.log.read_text().splitlines()]
+        [start] = [r for r in lines if r["type"] == "tool_call_started"]
+        assert start["status"] == "started" and start["tool"] == "slow"
+        assert start["decision"]["outcome"] == "allow"
+        gate.touch()
+        outcome = await task
+    assert outcome.error is None
+    [done] = env.records()
+    assert done["started_id"] == start["id"] and done["status"] == "success"
+
+
+async def test_a_read_is_not_recorded_twice(in_process: Any) -> None:
+    async with in_process() as env:
+        await env.call(READ, "probe:read_notes", args={"text": "x"})
+    lines = [json.loads(line) for line in env.box.log.read_text().splitlines()]
+    assert [r["type"] for r in lines if r["type"].startswith("tool_call")] == ["tool_call"]
+
+
+def full_disk(env: InProcess) -> None:
+    """The log's next write fails with ENOSPC: the live file is /dev/full."""
+    env.host.activity.close()
+    log = env.box.log
+    if log.exists():
+        log.unlink()
+    os.symlink("/dev/full", log)
+
+
+async def test_on_a_full_disk_a_write_is_refused_before_it_is_forwarded(in_process: Any, tmp_path: Path) -> None:
+    started, gate = gate_files(tmp_path)
+    gate.touch()
+    async with in_process(ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n") as env:
+        full_disk(env)
+        outcome = await env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)})
+    assert outcome.error is not None and outcome.error.code is ErrorCode.AUDIT_UNAVAILABLE
+    assert "not forwarded" in outcome.error.message and "Free space" in outcome.error.message
+    assert not started.exists(), "the upstream was reached although the call was refused"
+
+
+async def test_on_a_full_disk_a_read_result_is_withheld(in_process: Any) -> None:
+    async with in_process() as env:
+        full_disk(env)
+        outcome = await env.call(READ, "probe:read_notes", args={"text": "x"})
+    assert outcome.error is not None and outcome.error.code is ErrorCode.AUDIT_UNAVAILABLE
+    assert outcome.result is None and "withheld" in outcome.error.message
+
+
+async def test_on_failure_continue_lets_calls_run_while_the_disk_is_full(in_process: Any) -> None:
+    async with in_process(ALLOW_ALL + '[log]\non_failure = "continue"\n') as env:
+        full_disk(env)
+        outcome = await env.call(WRITE, "probe:plain_echo", args={"text": "x"})
+    assert outcome.error is None and outcome.result is not None
+
+
+def _ctx() -> Any:
+    from mcphost.gateway.service import CallContext
+
+    return CallContext(session_id="s", client="pytest")
