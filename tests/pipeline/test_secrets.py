@@ -24,7 +24,8 @@ SECRETS = [
     ),
     (
         "private key",
-        "-----BEGIN RSA PRIVATE KEY-----\nMIIEplantedKEYmaterialQWxhZGRpbjpvcGVuIHNlc2FtZQ==\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEplantedKEYmaterialQWxhZGRpbjpvcGVuIHNlc2FtZQ==\n"
+        "-----END RSA PRIVATE KEY-----",
         "MIIEplantedKEYmaterial",
     ),
     ("bearer header", "Authorization: Bearer zXq9PlantedBearer77Tok", "zXq9PlantedBearer77Tok"),
