@@ -72,10 +72,6 @@ def places(secret: str) -> dict[str, tuple[ToolVariant, dict[str, Any]]]:
     }
 
 
-def written_text(root: Path) -> str:
-    return "\n".join(p.read_text("utf-8", "replace") for p in sorted(root.rglob("*")) if p.is_file())
-
-
 @pytest.mark.parametrize(("kind", "secret", "needle"), SECRETS, ids=[s[0] for s in SECRETS])
 async def test_a_planted_secret_reaches_no_file_and_no_prompt(
     in_process: Any, tmp_path: Path, kind: str, secret: str, needle: str
