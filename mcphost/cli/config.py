@@ -8,7 +8,8 @@ from pathlib import Path
 
 from mcphost.activity.redact import redact
 from mcphost.cli.common import load_or_exit, print_json
-from mcphost.config import ConfigError, parse_config
+from mcphost.config import ConfigError
+from mcphost.config.loader import parse_config_bytes
 from mcphost.paths import config_path
 
 
@@ -50,15 +51,16 @@ def run_validate(args: argparse.Namespace) -> int:
 
     path = Path(args.file) if args.file else config_path(args.config)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         print(f"mcphost: {path}: no such file (mcphost runs on the embedded default without one)", file=sys.stderr)
         return 1
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"mcphost: {path}: cannot read: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"mcphost: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
         return 1
     try:
-        parse_config(text, path)
+        # From the bytes: a file that is not UTF-8 is a positioned error like any other, not a read failure.
+        parse_config_bytes(data, path)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 1

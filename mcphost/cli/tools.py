@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
+from mcphost.console import safe
 from mcphost.errors import GatewayError
 from mcphost.gateway.tools import DEFAULT_LIMIT
 from mcphost.host import Host
@@ -34,20 +35,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = anyio.run(main)
     except GatewayError as err:
-        print(f"mcphost: {err.code.value}: {err.message}", file=sys.stderr)
+        print(f"mcphost: {err.code.value}: {safe(err.message)}", file=sys.stderr)
         return 2
     if args.output == "json":
         print_json(answer)
         return 0
+    # Names, descriptions and errors are the upstream servers' text: escaped, so that none of it can drive the
+    # terminal (set its title, plant a link, erase a line). `-o json` above is exact, for programs.
     for server in answer.get("diagnostics", {}).get("servers", []):
-        print(f"mcphost: server '{server['name']}' is {server['state']}: {server.get('error', '')}", file=sys.stderr)
+        print(
+            f"mcphost: server '{safe(server['name'])}' is {safe(server['state'])}: {safe(server.get('error', ''))}",
+            file=sys.stderr,
+        )
     tools = answer["tools"]
     if not tools:
-        print("no tools found" + (f" for '{args.query}'" if args.query else ""), file=sys.stderr)
+        print("no tools found" + (f" for '{safe(args.query)}'" if args.query else ""), file=sys.stderr)
         return 0
-    width = max(len(t["name"]) for t in tools)
-    for tool in tools:
+    names = [safe(t["name"]) for t in tools]
+    width = max(len(name) for name in names)
+    for name, tool in zip(names, tools, strict=True):
         summary = (tool["description"] or "").strip().splitlines()
-        line = summary[0] if summary else ""
-        print(f"{tool['score']:.2f}  {tool['name']:<{width}}  {tool['call_with']:<21}  {line[:80]}")
+        line = safe(summary[0][:80]) if summary else ""
+        print(f"{tool['score']:.2f}  {name:<{width}}  {safe(tool['call_with']):<21}  {line}")
     return 0

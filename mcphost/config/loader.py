@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import tomllib
@@ -22,13 +23,14 @@ logger = logging.getLogger(__name__)
 class ConfigIssue:
     path: str  # dotted key path, "" for the file as a whole
     message: str
-    line: int | None = None  # 1-based
-    column: int | None = None  # 1-based
+    # 1-based. Always set: an editor or a person needs a place to go, so the file's start stands in when the text
+    # gives no better one (an unreadable file, a key path found nowhere in the text).
+    line: int = 1
+    column: int = 1
 
     def __str__(self) -> str:
-        where = f"line {self.line}, column {self.column}: " if self.line is not None else ""
         key = f"{self.path}: " if self.path else ""
-        return f"{where}{key}{self.message}"
+        return f"line {self.line}, column {self.column}: {key}{self.message}"
 
 
 @dataclass
@@ -49,21 +51,64 @@ class LoadedConfig:
     exists: bool  # False: the file is absent and the embedded default is in force
 
 
-_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
+# tomllib says this, without a line, when the text ends inside a construct: a file cut short, or saved half-way.
+_TOML_AT_END = re.compile(r"\s*\(at end of document\)")
+
+
+def decode_config(data: bytes, file: Path) -> str:
+    """The file's bytes as text; a file that is not UTF-8 is a ConfigError at its first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Everything before the first bad byte decodes, so the position counts characters as an editor does.
+        line, column = _position_after(data[: exc.start].decode("utf-8", "replace"))
+        message = f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x}: {exc.reason}); save it as UTF-8"
+        raise ConfigError(file, [ConfigIssue("", message, line, column)]) from None
 
 
 def parse_config(text: str, file: Path) -> Config:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        match = _TOML_POSITION.search(str(exc))
-        message = _TOML_POSITION.sub("", str(exc)).strip()
-        line, col = (int(match.group(1)), int(match.group(2))) if match else (None, None)
-        raise ConfigError(file, [ConfigIssue("", f"TOML syntax error: {message}", line, col)]) from None
+        raise ConfigError(file, [_syntax_issue(str(exc), text)]) from None
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(file, [_issue(error, text) for error in exc.errors()]) from None
+
+
+def parse_config_bytes(data: bytes, file: Path) -> Config:
+    return parse_config(decode_config(data, file), file)
+
+
+def _syntax_issue(error: str, text: str) -> ConfigIssue:
+    if match := _TOML_POSITION.search(error):
+        line, column = int(match.group(1)), int(match.group(2))
+    else:
+        line, column = _position_after(text)
+    message = _TOML_AT_END.sub("", _TOML_POSITION.sub("", error)).strip()
+    if _TOML_AT_END.search(error):
+        message += " (the file ends here: was it saved completely?)"
+    return ConfigIssue("", f"TOML syntax error: {message}", line, column)
+
+
+def _position_after(text: str) -> tuple[int, int]:
+    """Line and column just past the end of `text`; a final newline ends the last line rather than starting one."""
+    lines = text.removesuffix("\n").split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+# What a strict key wanted, said in TOML's words.
+_EXPECTED = {
+    "bool_type": "must be true or false (a TOML boolean, without quotes)",
+    "int_type": "must be an integer (a whole number, without quotes)",
+    "float_type": "must be a number (without quotes)",
+    "string_type": "must be a string (in quotes)",
+    "list_type": "must be an array",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+}
 
 
 def _issue(error: Any, text: str) -> ConfigIssue:
@@ -73,35 +118,87 @@ def _issue(error: Any, text: str) -> ConfigIssue:
         message = f"unknown key '{loc[-1]}'"
     elif kind in ("enum", "literal_error"):
         message = f"{error['msg']} (got {error['input']!r})"
+    elif kind in _EXPECTED:
+        message = f"{_EXPECTED[kind]}, got {_toml_value(error['input'])}"
     else:
         message = str(error["msg"]).removeprefix("Value error, ")
     line, col = locate(text, loc)
     return ConfigIssue(".".join(loc), message, line, col)
 
 
-def locate(text: str, loc: tuple[str, ...]) -> tuple[int | None, int | None]:
-    """Best-effort position of a key path in the TOML text: the key's line, else its table's header."""
-    if not loc:
-        return None, None
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:59] + "…"
+        return f"the string {json.dumps(shown, ensure_ascii=False)}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+_BARE_KEY = r"[A-Za-z0-9_-]+"
+_BASIC_KEY = r'"(?:[^"\\]|\\.)*"'
+_LITERAL_KEY = r"'[^']*'"
+_KEY_PART = rf"{_BARE_KEY}|{_BASIC_KEY}|{_LITERAL_KEY}"
+_DOTTED_KEY = rf"\s*(?:{_KEY_PART})\s*(?:\.\s*(?:{_KEY_PART})\s*)*"
+_HEADER = re.compile(rf"^\s*(\[\[?)({_DOTTED_KEY})\]")
+_KEY_LINE = re.compile(rf"^(\s*)({_DOTTED_KEY})=")
+
+
+def locate(text: str, loc: tuple[str, ...]) -> tuple[int, int]:
+    """Best-effort position of a key path in the TOML text: the line that defines the deepest part of it (a key,
+    an inline table holding it, its table's header, or the first line inside it); the file's start if none does."""
+    best, best_depth = (1, 1), 0
     table: tuple[str, ...] = ()
-    best: tuple[int | None, int | None] = (None, None)
-    best_depth = -1
-    header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
-    key_line = re.compile(r"^(\s*)([A-Za-z0-9_\-\"'.]+)\s*=")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if m := header.match(line):
-            table = tuple(part.strip().strip("\"'") for part in m.group(1).split("."))
-            depth = _common_prefix(table, loc)
-            if depth == len(table) and depth > best_depth:
-                best, best_depth = (number, line.index("[") + 1), depth
+    arrays: dict[tuple[str, ...], int] = {}  # array-of-tables path -> how many of its tables so far
+    for number, line in enumerate(text.split("\n"), start=1):
+        if m := _HEADER.match(line):
+            table = _table_path(_key_parts(m.group(2)), m.group(1) == "[[", arrays)
+            path, column = table, m.start(1) + 1
+        elif m := _KEY_LINE.match(line):
+            path, column = table + _key_parts(m.group(2)), len(m.group(1)) + 1
+        else:
             continue
-        if m := key_line.match(line):
-            key = tuple(part.strip().strip("\"'") for part in m.group(2).split("."))
-            full = table + key
-            depth = _common_prefix(full, loc)
-            if depth == len(full) and depth > best_depth:
-                best, best_depth = (number, len(m.group(1)) + 1), depth
+        depth = _common_prefix(path, loc)
+        # The line holds a part of the path (a table or key on the way to it), or lies inside it.
+        if (depth == len(path) or depth == len(loc)) and depth > best_depth:
+            best, best_depth = (number, column), depth
     return best
+
+
+def _key_parts(key: str) -> tuple[str, ...]:
+    parts = []
+    for m in re.finditer(_KEY_PART, key):
+        part = m.group(0)
+        if part.startswith('"'):
+            try:
+                part = json.loads(part)
+            except json.JSONDecodeError:
+                part = part[1:-1]
+        elif part.startswith("'"):
+            part = part[1:-1]
+        parts.append(part)
+    return tuple(parts)
+
+
+def _table_path(parts: tuple[str, ...], is_array: bool, arrays: dict[tuple[str, ...], int]) -> tuple[str, ...]:
+    """The path pydantic reports for a table header: each array of tables on the way adds its current index."""
+    path: tuple[str, ...] = ()
+    for i, part in enumerate(parts):
+        path += (part,)
+        last = i == len(parts) - 1
+        if last and is_array:
+            arrays[path] = arrays.get(path, 0) + 1
+        if path in arrays:
+            path += (str(arrays[path] - 1),)
+    return path
 
 
 def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
@@ -118,10 +215,10 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
     `mcphost.demo.default`, built only when no file exists). Raises ConfigError."""
     path = config_path(override)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         logger.debug("no config file at %s; using the embedded default", path)
         return LoadedConfig(default(), path, exists=False)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc}")]) from None
-    return LoadedConfig(parse_config(text, path), path, exists=True)
+    except OSError as exc:
+        raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")]) from None
+    return LoadedConfig(parse_config_bytes(data, path), path, exists=True)

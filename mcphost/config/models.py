@@ -13,13 +13,17 @@ SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
 class StrictModel(BaseModel):
-    # A typo such as `strict_server_validaton` must be an error, never a silently ignored key.
+    # A typo such as `strict_server_validaton` must be an error, never a silently ignored key. Likewise every
+    # boolean and number field says `strict=True`: lax pydantic would read "off" as false, 1 as true and
+    # `prompt_timeout = false` as 0, guessing at what a person meant. Not model-wide strictness: the choices
+    # (`write = "ask"`) are enums, which TOML can only give as strings.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class IntentDeclarationConfig(StrictModel):
     strict_server_validation: bool = Field(
         default=True,
+        strict=True,
         description="true: a call whose variant contradicts the server's annotations is rejected; "
         "false: it passes with a warning.",
     )
@@ -37,6 +41,7 @@ class PermissionsConfig(StrictModel):
     destructive: Action = Field(default=_POLICY.destructive, description="What happens to call_tool_destructive calls.")
     prompt_timeout: float = Field(
         default=_POLICY.prompt_timeout,
+        strict=True,
         gt=0,
         description="Seconds a prompt waits for an answer; then the call ends as expired.",
     )
@@ -66,10 +71,10 @@ class PermissionsConfig(StrictModel):
 
 class AnnotationOverride(StrictModel):
     title: str | None = None
-    readOnlyHint: bool | None = None
-    destructiveHint: bool | None = None
-    idempotentHint: bool | None = None
-    openWorldHint: bool | None = None
+    readOnlyHint: bool | None = Field(default=None, strict=True)
+    destructiveHint: bool | None = Field(default=None, strict=True)
+    idempotentHint: bool | None = Field(default=None, strict=True)
+    openWorldHint: bool | None = Field(default=None, strict=True)
 
 
 class ToolOverride(StrictModel):
@@ -88,13 +93,18 @@ class ServerConfig(StrictModel):
     cwd: str | None = None
     url: str | None = Field(default=None, description="Endpoint of a streamable HTTP server.")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to an HTTP server.")
-    enabled: bool = True
-    trust_annotations: bool = Field(default=True, description="false: treat all of this server's tools as unannotated.")
+    enabled: bool = Field(default=True, strict=True)
+    trust_annotations: bool = Field(
+        default=True, strict=True, description="false: treat all of this server's tools as unannotated."
+    )
     tools: dict[str, ToolOverride] = Field(default_factory=dict, description="Per-tool corrections.")
-    connect_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for the server to start.")
-    call_timeout: float = Field(default=300.0, gt=0, description="Seconds one tool call may take.")
+    connect_timeout: float = Field(
+        default=30.0, strict=True, gt=0, description="Seconds to wait for the server to start."
+    )
+    call_timeout: float = Field(default=300.0, strict=True, gt=0, description="Seconds one tool call may take.")
     max_result_bytes: int = Field(
         default=10 * 1024 * 1024,
+        strict=True,
         gt=0,
         description="The largest answer (its JSON) accepted from this server for one call; a larger one is refused "
         "with an error and recorded with its size.",
@@ -115,7 +125,7 @@ class ServerConfig(StrictModel):
 
 class DaemonConfig(StrictModel):
     port: Annotated[int, Field(ge=0, le=65535)] = Field(
-        default=0, description="Port of the agent HTTP endpoint on 127.0.0.1; 0 picks a free port."
+        default=0, strict=True, description="Port of the agent HTTP endpoint on 127.0.0.1; 0 picks a free port."
     )
 
 
@@ -131,24 +141,32 @@ class LogConfig(StrictModel):
 
     fsync: bool = Field(
         default=True,
+        strict=True,
         description="true: a call's result reaches the agent only after its record is on disk (fsync, grouped "
         "under load); false: records reach the OS at once and the disk when it flushes (faster, a power loss "
         "can cost the last records).",
     )
     max_bytes: int = Field(
         default=20 * 1024 * 1024,
+        strict=True,
         ge=0,
         description="Rotate the live file before it grows past this many bytes; 0 never rotates.",
     )
-    keep: int = Field(default=5, ge=1, le=1000, description="Rotated files kept (activity.jsonl.1 is the newest).")
+    keep: int = Field(
+        default=5, strict=True, ge=1, le=1000, description="Rotated files kept (activity.jsonl.1 is the newest)."
+    )
     arguments_max_bytes: int = Field(
         default=4096,
+        strict=True,
         ge=0,
         description="Stored arguments (after redaction) larger than this are kept as a truncated preview; "
         "0 stores none.",
     )
     response_preview_bytes: int = Field(
-        default=512, ge=0, description="Bytes of the tool's answer kept as a preview (after redaction); 0 keeps none."
+        default=512,
+        strict=True,
+        ge=0,
+        description="Bytes of the tool's answer kept as a preview (after redaction); 0 keeps none.",
     )
     redact_keys: list[str] = Field(
         default_factory=list,

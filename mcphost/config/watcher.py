@@ -1,12 +1,21 @@
 """Watching config.toml: every save becomes one event carrying the new config, or the errors that stop it.
 
-It watches the file's directory, not the file, because editors save by writing a temporary file and renaming
-it over the original (a new inode a file watch would lose), and people delete and recreate files. Each batch
-of filesystem events ends with one read of the file as it is then, so a burst of saves ends on the last one.
+It watches directories, not the file, because editors save by writing a temporary file and renaming it over the
+original (a new inode a file watch would lose), and people delete and recreate files. When config.toml is a
+symlink (dotfile managers: ~/.config/mcphost/config.toml -> ~/dotfiles/mcphost.toml), the directory of each file
+the link leads to is watched too, so a save to the target, in place or by a rename in its own directory, is seen;
+the link is resolved again after every change, so re-pointing it moves the watch along.
+
+A change is reported once the file has settled: the same bytes at both ends of a quiet period with no event in
+between. Without it, an editor that truncates the file and writes it a few tens of milliseconds later, or a shell
+writing it in pieces, would have its half-written file applied, and an empty file is a valid config with no
+servers: every upstream would be stopped, and restarted a moment later. An empty (or blank) file that replaced
+a config with content must stay so for longer before it counts as what the person saved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
@@ -16,14 +25,24 @@ from pathlib import Path
 import anyio
 import watchfiles
 
-from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, parse_config
+from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, parse_config_bytes
 
 logger = logging.getLogger(__name__)
 
-# watchfiles yields once no new event came for STEP_MS; a save is 1-3 events within a few milliseconds.
+# watchfiles yields once no new event came for STEP_MS (at most DEBOUNCE_MS after the first); a save is 1-3
+# events within a few milliseconds. (Its thread wakes every STEP_MS even when nothing happens: not lower.)
 STEP_MS = 15
 DEBOUNCE_MS = 200
+# Then the file must keep the same bytes, with no event, this much longer before it is read as the config: a save
+# is taken once nothing touched the file for STEP_MS + SETTLE_S (55 ms). Editors write a file within a millisecond
+# or two; this is the margin for slower writers, and what every save pays in reload latency.
+SETTLE_S = 0.04
+# An emptied file waits this long for the content that usually follows a truncation.
+BLANK_SETTLE_S = 1.0
+# How often the watch looks again at what it cannot be told about: a missing directory that may appear, a symlink
+# whose directory is not watched.
 PARENT_POLL_S = 1.0
+MAX_LINKS = 40  # the kernel's own limit on a chain of symlinks
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,77 +65,178 @@ class Missing:
 ConfigEvent = Reloaded | Rejected | Missing
 
 
-def read_config_file(path: Path) -> tuple[bytes | None, ConfigEvent]:
-    """The file's bytes (None when absent) and what they mean."""
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    reason: str
+
+
+# What one read of the path found: its bytes, nothing (no such file), or why it could not be read.
+_Snapshot = bytes | None | _Unreadable
+
+
+def _read(path: Path) -> _Snapshot:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
-        return None, Missing(path)
+        return None
     except OSError as exc:
-        return b"", Rejected(ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")]))
+        return _Unreadable(str(exc.strerror or exc))
+
+
+def _event(path: Path, snapshot: _Snapshot) -> ConfigEvent:
+    if snapshot is None:
+        return Missing(path)
+    if isinstance(snapshot, _Unreadable):
+        return Rejected(ConfigError(path, [ConfigIssue("", f"cannot read the file: {snapshot.reason}")]))
+    digest = _digest(snapshot)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return data, Rejected(ConfigError(path, [ConfigIssue("", f"the file is not UTF-8 text: {exc.reason}")]))
-    digest = _digest(data)
-    try:
-        return data, Reloaded(LoadedConfig(parse_config(text, path), path, exists=True), digest)
+        return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True), digest)
     except ConfigError as exc:
-        return data, Rejected(exc, digest)
+        return Rejected(exc, digest)
+
+
+def read_config_file(path: Path) -> tuple[bytes | None, ConfigEvent]:
+    """The file's bytes (None when absent, b"" when unreadable) and what they mean, read once, now."""
+    snapshot = _read(path)
+    return (b"" if isinstance(snapshot, _Unreadable) else snapshot), _event(path, snapshot)
+
+
+def followed_files(path: Path) -> list[Path]:
+    """`path`, then each file its symlinks lead to, in order; the last one is what a read of `path` opens."""
+    files = [path]
+    current = path
+    for _ in range(MAX_LINKS):
+        try:
+            target = current.readlink()
+        except OSError:  # not a link, or not there
+            break
+        current = current.parent / target
+        files.append(current)
+    return files
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop of links leads nowhere; the read reports it
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _WatchPlan:
+    directories: tuple[Path, ...]  # the existing directories that hold the path or a file it leads to
+    names: frozenset[str]  # the file names that matter in them
+
+    @classmethod
+    def of(cls, path: Path) -> _WatchPlan:
+        files = followed_files(path)
+        if (resolved := _resolved(path)) is not None:
+            files.append(resolved)  # symlinked directories on the way lead elsewhere still
+        directories: dict[Path, None] = {}
+        for file in files:
+            directory = _resolved(file.parent)
+            if directory is not None and directory.is_dir():
+                directories[directory] = None
+        return cls(tuple(directories), frozenset(file.name for file in files))
+
+    def concerns(self, _change: watchfiles.Change, changed: str) -> bool:
+        return Path(changed).name in self.names
 
 
 class ConfigWatcher:
-    """Calls `on_event` for each change of the file's content (not for a save that left it byte-identical)."""
+    """Calls `on_event` for each settled change of the file's content (not for a save that left it byte-identical)."""
 
     def __init__(self, path: Path, on_event: Callable[[ConfigEvent], None], initial: bytes | None) -> None:
         self.path = path
         self._on_event = on_event
         self._digest = _digest(initial)
+        # Whether the content last seen was blank: emptying a file that had content is the suspicious case.
+        self._blank = initial is not None and not initial.strip()
+        self._changed = anyio.Event()
         self.stop = anyio.Event()
 
     async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._report_changes)
+            await self._watch()
+            tg.cancel_scope.cancel()
+
+    async def _watch(self) -> None:
         while not self.stop.is_set():
-            directory = self.path.parent
-            if not directory.is_dir():
-                # Nothing to watch until the directory exists (a person may create it later).
+            plan = _WatchPlan.of(self.path)
+            if not plan.directories:
+                # Nothing to watch until a directory exists (a person may create it later).
                 with anyio.move_on_after(PARENT_POLL_S):
                     await self.stop.wait()
                 continue
-            self.check()  # whatever happened while we were not watching
+            self._changed.set()  # whatever happened while we were not watching
+            batches = watchfiles.awatch(
+                *plan.directories,
+                watch_filter=plan.concerns,
+                step=STEP_MS,
+                debounce=DEBOUNCE_MS,
+                stop_event=self.stop,
+                recursive=False,
+                ignore_permission_denied=True,
+                # Wake up now and then without an event, to notice what no event in these directories announces.
+                rust_timeout=int(PARENT_POLL_S * 1000),
+                yield_on_timeout=True,
+            )
             try:
-                async for _changes in watchfiles.awatch(
-                    directory,
-                    watch_filter=self._concerns_us,
-                    step=STEP_MS,
-                    debounce=DEBOUNCE_MS,
-                    stop_event=self.stop,
-                    recursive=False,
-                    ignore_permission_denied=True,
-                ):
-                    self.check()
-                    if not directory.is_dir():
-                        break
+                # aclosing: leaving the loop releases the OS watches at once, not whenever the generator is collected.
+                async with contextlib.aclosing(batches):
+                    async for changes in batches:
+                        if changes:
+                            self._changed.set()
+                        if _WatchPlan.of(self.path) != plan:
+                            break  # a link re-pointed, a directory came or went: watch where the path leads now
             except (FileNotFoundError, OSError, RuntimeError) as exc:
-                # The directory went away under the watch; wait for it to come back.
-                logger.info("config watch on %s stopped (%s); retrying", directory, exc)
+                # A directory went away under the watch; wait for it to come back.
+                logger.info("config watch on %s stopped (%s); retrying", plan.directories, exc)
                 with anyio.move_on_after(PARENT_POLL_S):
                     await self.stop.wait()
 
-    def _concerns_us(self, _change: watchfiles.Change, changed: str) -> bool:
-        return Path(changed).name == self.path.name
+    async def _report_changes(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed = anyio.Event()
+            snapshot = _read(self.path)
+            if _digest_of(snapshot) == self._digest:
+                continue  # touched, or saved unchanged: nothing to settle
+            self._report(await self._settled(snapshot))
 
-    def check(self) -> None:
-        """Read the file now and report it if its content differs from the last content reported."""
-        data, event = read_config_file(self.path)
-        digest = _digest(data)
+    async def _settled(self, snapshot: _Snapshot) -> _Snapshot:
+        """The file's content once it has stopped changing, starting from what a read just found."""
+        while True:
+            blank = isinstance(snapshot, bytes) and not snapshot.strip()
+            with anyio.move_on_after(BLANK_SETTLE_S if blank and not self._blank else SETTLE_S):
+                await self._changed.wait()
+            changed = self._changed.is_set()
+            # A fresh event before the read: a change after the read sets it, and gets another round.
+            self._changed = anyio.Event()
+            again = _read(self.path)
+            if not changed and again == snapshot:
+                return snapshot
+            snapshot = again
+
+    def _report(self, snapshot: _Snapshot) -> None:
+        digest = _digest_of(snapshot)
         if digest == self._digest:
             return
         self._digest = digest
+        if isinstance(snapshot, bytes):
+            self._blank = not snapshot.strip()
         try:
-            self._on_event(event)
+            self._on_event(_event(self.path, snapshot))
         except Exception:
             logger.exception("applying the config change failed")
 
 
 def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _digest_of(snapshot: _Snapshot) -> str | None:
+    if isinstance(snapshot, _Unreadable):
+        return f"unreadable: {snapshot.reason}"
+    return _digest(snapshot)

@@ -591,7 +591,8 @@ def _token_argument(args: Mapping[str, Any]) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _invalid("jwt_token must be a string (a JWT access token)", "jwt_token")
+        # A credential was offered in a form no token takes: as unusable as a forged one.
+        raise ToolError(AUTHENTICATION_ERROR, MSG_AUTH_INVALID)
     # An empty string is what agents send for "no token"; treat it as absent rather than as a bad token.
     return value.strip() or None
 
@@ -734,14 +735,15 @@ def create_server(store_path: Path | None = None) -> Server[Any]:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         args: Mapping[str, Any] = params.arguments or {}
         try:
-            _check_known_arguments(tool, args)
-            token_argument = _token_argument(args)
-            operation = _PREPARERS[tool.name](args)
-            token = _select_token(token_argument, ctx.request)
+            # Authentication first, for every tool: a caller without a valid token learns nothing about its
+            # arguments (which are known, which are wrong), only that it must authenticate.
+            token = _select_token(_token_argument(args), ctx.request)
 
             def run() -> JSONObject:
                 # Token verification may create the secret file, so it runs off the event loop with the query.
-                return operation(store, _authenticate(token))
+                user_id = _authenticate(token)
+                _check_known_arguments(tool, args)
+                return _PREPARERS[tool.name](args)(store, user_id)
 
             return _success(await anyio.to_thread.run_sync(run))
         except ToolError as error:

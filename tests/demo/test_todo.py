@@ -270,7 +270,6 @@ async def test_invalid_arguments_are_rejected_with_validation_errors(tmp_path: P
         ("add_task", {"title": 7}, "Task title must be a string"),
         ("add_task", {"title": "ok", "description": 3}, "Task description must be a string"),
         ("add_task", {"title": "ok", "priority": "high"}, "Unknown argument(s) for add_task: priority"),
-        ("add_task", {"title": "ok", "jwt_token": 12}, "jwt_token must be a string"),
         ("update_task", {"task_id": "not-a-uuid", "title": "x"}, "Invalid task ID format"),
         ("update_task", {"task_id": 42, "title": "x"}, "Invalid task ID format"),
         ("update_task", {"task_id": task_id, "title": "   "}, "Task title is required"),
@@ -371,6 +370,33 @@ async def test_expired_forged_and_missing_tokens_are_rejected(tmp_path: Path) ->
     for name, error in invalid.items():
         assert (name, error["code"], error["message"]) == (name, "AUTHENTICATION_ERROR", "Invalid authentication token")
     assert still_works["total"] == 0
+
+
+async def test_authentication_comes_before_any_argument_check_for_every_tool(tmp_path: Path) -> None:
+    # Bad arguments, no token: a caller who is nobody learns nothing about the arguments, only that it must log in.
+    bad_arguments = {
+        "add_task": {"title": ""},
+        "list_tasks": {"page": 0, "completed": "yes"},
+        "update_task": {"task_id": "not-a-uuid", "title": "   "},
+        "complete_task": {"task_id": "123"},
+        "delete_task": {},
+    }
+    assert set(bad_arguments) == {tool.name for tool in todo.TOOLS}
+    expired = todo.mint_token(USER_A, ttl_seconds=-60, secret=SECRET)
+    async with todo_client(tmp_path) as client:
+        for tool, arguments in bad_arguments.items():
+            missing = await fails(client, tool, arguments)
+            assert_error(missing, "AUTHENTICATION_ERROR", "Authentication required")
+            assert missing["details"] is None
+            unknown_argument = await fails(client, tool, {**arguments, "priority": "high"})
+            assert_error(unknown_argument, "AUTHENTICATION_ERROR", "Authentication required")
+            stale = await fails(client, tool, {**arguments, "jwt_token": expired})
+            assert_error(stale, "AUTHENTICATION_ERROR", "Authentication token expired")
+            not_a_string = await fails(client, tool, {**arguments, "jwt_token": 12})
+            assert_error(not_a_string, "AUTHENTICATION_ERROR", "Invalid authentication token")
+        # With a good token the same arguments are judged on their merits.
+        judged = await fails(client, "add_task", {"title": "", "jwt_token": TOKEN_A})
+    assert_error(judged, "VALIDATION_ERROR", "Task title is required")
 
 
 async def test_token_argument_overrides_the_servers_env_token(tmp_path: Path) -> None:

@@ -144,3 +144,26 @@ def test_config_schema_prints_the_published_schema(sandbox: Sandbox) -> None:
     printed = mcphost(sandbox, "config", "schema")
     assert printed.returncode == 0
     assert printed.stdout == (schemas_dir() / CONFIG_FILE).read_text(encoding="utf-8")
+
+
+def test_validate_names_line_and_column_of_a_file_cut_short_or_not_utf8(sandbox: Sandbox) -> None:
+    sandbox.config.write_bytes(b'[permissions]\nwrite = "ask"\n# caf\xe9\n')
+    not_utf8 = mcphost(sandbox, "config", "validate")
+    assert not_utf8.returncode == 1
+    assert "line 3, column 6: the file is not UTF-8 text (byte 0xe9: invalid continuation byte)" in not_utf8.stderr
+    sandbox.write_config('[permissions]\nwrite = "as')
+    cut_short = mcphost(sandbox, "config", "validate")
+    assert cut_short.returncode == 1
+    assert "line 2, column 12: TOML syntax error: Unterminated string" in cut_short.stderr
+    daemonless = mcphost(sandbox, "tools")
+    assert daemonless.returncode == 1 and "line 2, column 12" in daemonless.stderr
+
+
+def test_validate_names_the_key_and_type_of_a_quoted_boolean(sandbox: Sandbox) -> None:
+    sandbox.write_config('[intent_declaration]\nstrict_server_validation = "no"\n')
+    result = mcphost(sandbox, "config", "validate")
+    assert result.returncode == 1
+    assert (
+        "line 2, column 1: intent_declaration.strict_server_validation: must be true or false (a TOML boolean, "
+        'without quotes), got the string "no"'
+    ) in result.stderr

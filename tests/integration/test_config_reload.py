@@ -58,8 +58,9 @@ async def test_flipping_strict_validation_applies_to_the_next_call_of_an_open_se
 async def test_servers_are_added_and_removed_live_and_the_others_stay_up(sandbox: Sandbox) -> None:
     sandbox.write_config(BASE + sandbox.probe_server())
     async with daemon(sandbox) as d, http_agent(d.url, d.headers) as client:
-        who = {"name": "probe:whoami", "intent": intent("read")}
-        pid = json.loads(text_of(await client.call_tool("call_tool_read", who)))["pid"]
+        # whoami has no annotations: a write, so that no "treated as write" warning joins its answer
+        who = {"name": "probe:whoami", "intent": intent("write")}
+        pid = json.loads(text_of(await client.call_tool("call_tool_write", who)))["pid"]
 
         sandbox.write_config(BASE + sandbox.probe_server() + sandbox.probe_server("second"))
         await wait_for(lambda: records_of(sandbox, "config_reload"), "the reload")
@@ -74,7 +75,7 @@ async def test_servers_are_added_and_removed_live_and_the_others_stay_up(sandbox
         await wait_for(lambda: len(records_of(sandbox, "config_reload")) == 2, "the second reload")
         gone = await client.call_tool("call_tool_read", {"name": "second:read_notes", "intent": intent("read")})
         assert "there is no server 'second'" in error_of(gone)["message"]
-        assert json.loads(text_of(await client.call_tool("call_tool_read", who)))["pid"] == pid
+        assert json.loads(text_of(await client.call_tool("call_tool_write", who)))["pid"] == pid
         assert "config reloaded" in d.stderr and "servers added: second" in d.stderr
     reloads = records_of(sandbox, "config_reload")
     assert reloads[0]["details"]["servers_added"] == ["second"]
@@ -158,8 +159,9 @@ async def test_a_call_under_way_finishes_on_the_upstream_it_started_on_while_a_c
     sandbox.write_config(BASE + sandbox.probe_server())
     started, gate = sandbox.root / "started", sandbox.root / "gate"
     async with daemon(sandbox) as d, http_agent(d.url, d.headers) as client:
-        who = {"name": "probe:whoami", "intent": intent("read")}
-        old_pid = json.loads(text_of(await client.call_tool("call_tool_read", who)))["pid"]
+        # whoami has no annotations: a write, so that no "treated as write" warning joins its answer
+        who = {"name": "probe:whoami", "intent": intent("write")}
+        old_pid = json.loads(text_of(await client.call_tool("call_tool_write", who)))["pid"]
         slow_result: list[Any] = []
 
         async def slow_call() -> None:
@@ -173,7 +175,7 @@ async def test_a_call_under_way_finishes_on_the_upstream_it_started_on_while_a_c
             sandbox.write_config(BASE + sandbox.probe_server(extra="call_timeout = 120"))
             reload = await wait_for(lambda: records_of(sandbox, "config_reload"), "the reload")
             assert reload[0]["details"]["servers_restarted"] == ["probe"]
-            new_pid = json.loads(text_of(await client.call_tool("call_tool_read", who)))["pid"]
+            new_pid = json.loads(text_of(await client.call_tool("call_tool_write", who)))["pid"]
             assert new_pid != old_pid, "new calls go to the restarted server"
             gate.touch()
         assert not slow_result[0].is_error, text_of(slow_result[0])

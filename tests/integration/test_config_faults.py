@@ -1,0 +1,253 @@
+"""Saves as they really happen, on a real file system: symlinked dotfiles, and editors that write in two steps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcphost.config import watcher
+from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
+from tests.helpers import Sandbox, agent, daemon, error_of, http_agent
+
+BASE = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
+ECHO = {"name": "probe:plain_echo", "args": {"text": "x"}, "intent": {"operation_type": "write"}}
+
+
+async def wait_for(predicate: Callable[[], Any], what: str, limit: float = 10) -> Any:
+    """Poll a condition with a deadline: the reload happens in another process (or thread), with no event to
+    wait on from here."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await anyio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def records_of(sandbox: Sandbox, kind: str) -> list[dict[str, Any]]:
+    return [r for r in sandbox.records() if r["type"] == kind]
+
+
+def with_write(verdict: str, text: str) -> str:
+    return text.replace('write = "allow"', f'write = "{verdict}"')
+
+
+# ---- a symlinked config.toml
+
+
+async def test_saves_to_the_target_of_a_symlinked_config_are_applied(sandbox: Sandbox) -> None:
+    dotfiles = sandbox.root / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "mcphost.toml"
+    probe = sandbox.probe_server()
+    target.write_text(BASE + probe, encoding="utf-8")
+    sandbox.config.symlink_to(target)
+    async with agent(sandbox) as client:
+        assert not (await client.call_tool("call_tool_write", ECHO)).is_error
+
+        target.write_text(with_write("deny", BASE + probe), encoding="utf-8")  # in place
+        await wait_for(lambda: records_of(sandbox, "config_reload"), "the reload after a save in place")
+        assert error_of(await client.call_tool("call_tool_write", ECHO))["code"] == "PERMISSION_DENIED"
+
+        # An editor's save: a temporary file in the target's directory, renamed over the target.
+        temp = dotfiles / ".mcphost.toml.swp"
+        temp.write_text(BASE + probe, encoding="utf-8")
+        temp.replace(target)
+        await wait_for(lambda: len(records_of(sandbox, "config_reload")) == 2, "the reload after a rename")
+        assert not (await client.call_tool("call_tool_write", ECHO)).is_error
+
+        # The dotfile manager points the link somewhere else: the new target is followed, and saves to it apply.
+        elsewhere = sandbox.root / "other-dotfiles"
+        elsewhere.mkdir()
+        second = elsewhere / "work.toml"
+        second.write_text(BASE + "# the work machine's\n" + probe, encoding="utf-8")
+        relinked = sandbox.root / "config.toml.new"
+        relinked.symlink_to(second)
+        relinked.replace(sandbox.config)
+        await wait_for(lambda: len(records_of(sandbox, "config_reload")) == 3, "the reload after re-linking")
+        second.write_text(with_write("deny", BASE + "# the work machine's\n" + probe), encoding="utf-8")
+        await wait_for(lambda: len(records_of(sandbox, "config_reload")) == 4, "the reload of the new target")
+        assert error_of(await client.call_tool("call_tool_write", ECHO))["code"] == "PERMISSION_DENIED"
+    assert len(records_of(sandbox, "upstream_connected")) == 1, "no save restarted the upstream"
+
+
+async def test_a_chain_of_links_with_relative_targets_is_followed_to_the_end(tmp_path: Path) -> None:
+    (tmp_path / "home" / ".config").mkdir(parents=True)
+    (tmp_path / "dotfiles" / "mcphost").mkdir(parents=True)
+    real = tmp_path / "dotfiles" / "mcphost" / "config.toml"
+    real.write_text(with_write("confirm", BASE), encoding="utf-8")
+    middle = tmp_path / "dotfiles" / "current.toml"
+    middle.symlink_to(Path("mcphost") / "config.toml")
+    path = tmp_path / "home" / ".config" / "config.toml"
+    path.write_text(BASE, encoding="utf-8")  # a plain file at first
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("ask", BASE))
+        link = path.with_name(".config.toml.new")
+        link.symlink_to(Path("..") / ".." / "dotfiles" / "current.toml")
+        link.replace(path)  # the dotfile manager takes over
+        await wait_for(lambda: events, "the switch to the link")
+        events.clear()
+        real.write_text(with_write("deny", BASE), encoding="utf-8")
+        (event,) = await wait_for(lambda: events, "the save to the end of the chain")
+    assert isinstance(event, Reloaded) and event.loaded.config.permissions.write.value == "deny"
+
+
+async def test_a_loop_of_links_is_an_error_until_the_link_is_fixed(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(BASE, encoding="utf-8")
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("ask", BASE))
+        loop = tmp_path / "loop.toml"
+        loop.symlink_to("config.toml")
+        looped = tmp_path / ".config.toml.new"
+        looped.symlink_to("loop.toml")
+        looped.replace(path)  # config.toml -> loop.toml -> config.toml
+        (broken,) = await wait_for(lambda: events, "the error")
+        real = tmp_path / "real.toml"
+        real.write_text(with_write("deny", BASE), encoding="utf-8")
+        loop.unlink()
+        loop.symlink_to("real.toml")  # config.toml -> loop.toml -> real.toml
+        await wait_for(lambda: len(events) == 2, "the fixed link")
+    assert isinstance(broken, Rejected) and "cannot read the file" in str(broken.error)
+    assert isinstance(events[1], Reloaded) and events[1].loaded.config.permissions.write.value == "deny"
+
+
+# ---- half-written saves
+
+
+@asynccontextmanager
+async def watching(path: Path, initial: bytes | None) -> AsyncIterator[list[ConfigEvent]]:
+    """The watcher on `path`, collecting what it reports."""
+    events: list[ConfigEvent] = []
+    watcher = ConfigWatcher(path, events.append, initial)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher.run)
+        try:
+            yield events
+        finally:
+            watcher.stop.set()
+            tg.cancel_scope.cancel()
+
+
+async def prove_live(path: Path, events: list[ConfigEvent], text: str) -> None:
+    """Save once and see it reported, so that what follows happens under a watch already running."""
+    path.write_text(text, encoding="utf-8")
+    await wait_for(lambda: events, "the first save")
+    events.clear()
+
+
+def truncate(path: Path) -> None:
+    with path.open("r+b") as f:
+        f.truncate(0)
+
+
+def write_in_place(path: Path, data: bytes) -> None:
+    # What a truncate-then-write editor does: same file, same inode, no rename.
+    with path.open("r+b") as f:
+        f.seek(0)
+        f.write(data)
+        f.truncate()
+
+
+async def test_a_file_truncated_and_written_40ms_later_is_read_once_whole(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    first = (BASE + "[servers.a]\ncommand = 'x'\n").encode()
+    path.write_bytes(first)
+    async with watching(path, first) as events:
+        await prove_live(path, events, with_write("ask", first.decode()))
+        final = with_write("deny", first.decode()).encode()
+        truncate(path)
+        await anyio.sleep(0.04)  # the editor's gap between emptying the file and writing it
+        write_in_place(path, final)
+        await wait_for(lambda: events, "the save")
+        await anyio.sleep(0.3)  # a late report of the empty file would come within this
+    assert len(events) == 1, events
+    (event,) = events
+    assert isinstance(event, Reloaded) and list(event.loaded.config.servers) == ["a"]
+
+
+async def test_a_file_written_in_two_pieces_is_read_once_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A longer quiet period than the real one, so that the gap below fits in it with room to spare on a busy machine.
+    monkeypatch.setattr(watcher, "SETTLE_S", 0.3, raising=False)
+    path = tmp_path / "config.toml"
+    servers = "".join(f"[servers.s{i}]\ncommand = 'x'\n" for i in range(4))
+    text = BASE + servers
+    path.write_text(text, encoding="utf-8")
+    async with watching(path, text.encode()) as events:
+        await prove_live(path, events, with_write("ask", text))
+        final = with_write("deny", text).encode()
+        cut = final.index(b"[servers.s2]")  # a valid TOML prefix: as a config it would drop s2 and s3
+        with path.open("wb") as f:
+            f.write(final[:cut])
+            f.flush()
+            await anyio.sleep(0.1)  # a slow writer (a shell pipeline, a network file system)
+            f.write(final[cut:])
+        await wait_for(lambda: events, "the save")
+        await anyio.sleep(0.3)
+    assert len(events) == 1, events
+    (event,) = events
+    assert isinstance(event, Reloaded) and list(event.loaded.config.servers) == ["s0", "s1", "s2", "s3"]
+
+
+async def test_a_file_left_empty_is_applied_after_a_longer_wait(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    text = BASE + "[servers.a]\ncommand = 'x'\n"
+    path.write_text(text, encoding="utf-8")
+    async with watching(path, text.encode()) as events:
+        await prove_live(path, events, with_write("ask", text))
+        started = time.monotonic()
+        path.write_text("  \n", encoding="utf-8")
+        (event,) = await wait_for(lambda: events, "the emptied file")
+        waited = time.monotonic() - started
+    assert isinstance(event, Reloaded) and event.loaded.config.servers == {}
+    assert waited >= 0.5, "an emptied file is not taken at once"
+
+
+async def test_deleting_the_file_is_still_reported_and_recreating_it_applies(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(BASE, encoding="utf-8")
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("ask", BASE))
+        path.unlink()
+        await wait_for(lambda: events, "the deletion")
+        path.write_text("[permissions\n", encoding="utf-8")
+        await wait_for(lambda: len(events) == 2, "the broken recreation")
+    assert isinstance(events[0], Missing)
+    assert isinstance(events[1], Rejected) and events[1].error.issues[0].line == 1
+
+
+async def test_a_truncate_then_write_save_never_applies_the_empty_file_to_a_running_daemon(sandbox: Sandbox) -> None:
+    probe = sandbox.probe_server()
+    sandbox.write_config(BASE + probe)
+    async with daemon(sandbox) as d, http_agent(d.url, d.headers) as client:
+        assert not (await client.call_tool("call_tool_write", ECHO)).is_error
+        answers: list[Any] = []
+        done = anyio.Event()
+
+        async def keep_calling() -> None:
+            while not done.is_set():
+                answers.append(await client.call_tool("call_tool_write", ECHO))
+
+        final = (BASE + "# saved by a truncate-then-write editor\n" + probe).encode()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_calling)
+            truncate(sandbox.config)
+            await anyio.sleep(0.04)
+            write_in_place(sandbox.config, final)
+            await wait_for(lambda: records_of(sandbox, "config_reload"), "the reload of the save")
+            await anyio.sleep(0.3)
+            done.set()
+        reloads = records_of(sandbox, "config_reload")
+        assert [r["details"]["servers_removed"] for r in reloads] == [[]], reloads
+        assert reloads[0]["details"]["sha256"] is not None
+        assert sandbox.config.stat().st_size == len(final)
+    failed = [a for a in answers if a.is_error]
+    assert answers and not failed, failed[:1]
+    assert len(records_of(sandbox, "upstream_connected")) == 1, "the upstream was never stopped"
