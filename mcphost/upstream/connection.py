@@ -10,7 +10,7 @@ import random
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -24,6 +24,10 @@ from mcp.shared.exceptions import MCPError
 
 from mcphost import __version__
 from mcphost.config.models import ServerConfig
+from mcphost.console import safe
+from mcphost.upstream.guard import DROPPED_META, Guard, too_large
+from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
+from mcphost.upstream.stdio import stdio_transport
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +88,16 @@ class UpstreamCallFailed(Exception):
         self.reason = reason
 
 
+class UpstreamResultTooLarge(UpstreamCallFailed):
+    """The server answered, but its answer (the JSON of the JSON-RPC message) is larger than the server's
+    `max_result_bytes`; it was refused unparsed. The server stays connected."""
+
+    def __init__(self, server: str, size: int, limit: int) -> None:
+        super().__init__(server, f"the answer is {size} bytes, over max_result_bytes ({limit})")
+        self.size = size
+        self.limit = limit
+
+
 @dataclass(frozen=True, slots=True)
 class ToolsChanged:
     server: str
@@ -108,56 +122,30 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-class _EOFWatchingStream:
-    """Delegates to a transport's read stream and reports when it ends, so a dead server is noticed while idle."""
-
-    def __init__(self, inner: Any, on_eof: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_eof = on_eof
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_eof()
-            raise
-
-    def __aiter__(self) -> _EOFWatchingStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        self._on_eof()
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _EOFWatchingStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
 @asynccontextmanager
-async def _transport(config: ServerConfig, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+async def _transport(name: str, config: ServerConfig, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
     if config.command is not None:
         env = dict(config.env)
         if "MCPHOST_DATA_DIR" in os.environ:
             # mcphost's own servers (the demo todo server) keep their data where the host keeps its own.
             env.setdefault("MCPHOST_DATA_DIR", os.environ["MCPHOST_DATA_DIR"])
-        params = StdioServerParameters(command=config.command, args=config.args, env=env or None, cwd=config.cwd)
-        # The server's stderr is ours: in `mcphost mcp` that is the agent's log, never the protocol stream.
-        async with stdio_client(params, errlog=sys.stderr) as (read, write):
-            yield _EOFWatchingStream(read, on_eof), write
+        if sys.platform == "win32":  # pragma: no cover - no process groups or pdeathsig to set up there
+            params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
+            guard = Guard(name, config.max_result_bytes, measure=True, on_eof=on_eof)
+            async with stdio_client(params, errlog=sys.stderr) as (read, write):
+                yield guard.wrap(read, write)
+            return
+        # Lines are measured before they are parsed, so the guard need not measure again.
+        guard = Guard(name, config.max_result_bytes, measure=False, on_eof=on_eof)
+        transport = stdio_transport(name, config.command, config.args, env, config.cwd, config.max_result_bytes)
+        async with transport as (read, write):
+            yield guard.wrap(read, write)
     else:
         assert config.url is not None
+        guard = Guard(name, config.max_result_bytes, measure=True, on_eof=on_eof)
         http = create_mcp_http_client(headers=dict(config.headers) or None)
         async with http, streamable_http_client(config.url, http_client=http) as (read, write):
-            yield _EOFWatchingStream(read, on_eof), write
+            yield guard.wrap(read, write)
 
 
 # What an upstream's `Client` connects to: a transport for the configured server (stdio or streamable HTTP), or,
@@ -167,7 +155,7 @@ Connector = Callable[[str, ServerConfig, Callable[[], None]], Any]
 
 
 def configured_transport(name: str, config: ServerConfig, on_eof: Callable[[], None]) -> Any:
-    return _transport(config, on_eof)
+    return _transport(name, config, on_eof)
 
 
 class UpstreamServer:
@@ -185,6 +173,11 @@ class UpstreamServer:
         self.last_error: str | None = None
         self.tools: dict[str, UpstreamTool] = {}
         self.tools_version = 0  # renewed whenever the tool list or any tool's definition changes
+        # The tools the last full read of the list left out, as (name as shown, why): for status and diagnostics.
+        self.dropped_tools: list[Dropped] = []
+        # anyio.current_time() when the last full read of the tool list began; None before the first.
+        self.tools_read_at: float | None = None
+        self._refreshing: _Refresh | None = None
         self.server_info: str | None = None
         self._client: Client | None = None
         self._first_attempt_done = anyio.Event()
@@ -216,7 +209,10 @@ class UpstreamServer:
                             self._client = client
                             self.state, self.last_error, attempt, connected = State.CONNECTED, None, 0, True
                             self._first_attempt_done.set()
-                            self._on_event("upstream_connected", {"tools": len(self.tools), "server": self.server_info})
+                            details: dict[str, Any] = {"tools": len(self.tools), "server": self.server_info}
+                            if self.dropped_tools:
+                                details["dropped_tools"] = [list(entry) for entry in self.dropped_tools]
+                            self._on_event("upstream_connected", details)
                             logger.info("upstream %s connected (%d tools)", self.name, len(self.tools))
                             async with anyio.create_task_group() as tg:
                                 tg.start_soon(self._refresh_on_notification, client)
@@ -289,7 +285,7 @@ class UpstreamServer:
             await self._refresh_wanted.wait()
             self._refresh_wanted = anyio.Event()
             try:
-                await self._refresh_tools(client)
+                await self._refresh_once(client)
             except Exception as exc:
                 logger.warning("upstream %s: refreshing tools failed: %s", self.name, describe_exception(exc))
 
@@ -297,19 +293,69 @@ class UpstreamServer:
         """Re-read the tool list now (used when a call names a tool the cache does not know)."""
         client = self._client
         if client is not None:
+            await self._refresh_once(client)
+
+    async def fresh_tool(self, name: str, max_age: float) -> UpstreamTool | None:
+        """The tool as the server defines it now, within `max_age` seconds: the tool list is read again first when
+        the last read is older, since a server may change a tool (its annotations) without saying so. Changes found
+        are reported like announced ones (`annotations_changed`). Concurrent callers share one read.
+
+        None when the server no longer lists the tool. Raises `UpstreamUnavailable` when the server is not
+        connected, `UpstreamCallFailed` when the list cannot be read.
+        """
+        client = self.require_client()
+        read_at = self.tools_read_at
+        if max_age <= 0 or read_at is None or anyio.current_time() - read_at > max_age:
+            try:
+                await self._refresh_once(client)
+            except UpstreamCallFailed:
+                raise
+            except Exception as exc:
+                reason = f"reading its tool list failed: {describe_exception(exc)}"
+                raise UpstreamCallFailed(self.name, reason) from exc
+        return self.tools.get(name)
+
+    async def _refresh_once(self, client: Client) -> None:
+        """Read the tool list, or wait for the read already under way: many calls checking at once cost the server
+        one tools/list, and two reads can never overwrite each other's results out of order."""
+        running = self._refreshing
+        if running is not None:
+            await running.done.wait()
+            if running.error is not None:
+                raise UpstreamCallFailed(self.name, f"reading its tool list failed: {running.error}")
+            return
+        refresh = self._refreshing = _Refresh()
+        try:
             await self._refresh_tools(client)
+        except BaseException as exc:
+            refresh.error = describe_exception(exc) if isinstance(exc, Exception) else "cancelled"
+            raise
+        finally:
+            self._refreshing = None
+            refresh.done.set()
 
     async def _refresh_tools(self, client: Client, *, initial: bool = False) -> None:
+        started = anyio.current_time()
         tools: dict[str, UpstreamTool] = {}
+        dropped: list[Dropped] = []
         cursor: str | None = None
         with anyio.fail_after(self.config.connect_timeout):
             for _ in range(1000):
                 page = await client.list_tools(cursor=cursor)
+                dropped += _dropped_by_guard(page)
                 for tool in page.tools:
+                    problem = tool_problem(tool)
+                    if problem is None and tool.name in tools:
+                        problem = "an earlier tool of this server has the same name"
+                    if problem is not None:
+                        dropped.append((safe(tool.name, SHOWN_NAME_CHARS) or "<empty name>", problem))
+                        continue
                     tools[tool.name] = UpstreamTool.from_mcp(self.name, tool)
                 cursor = page.next_cursor
                 if not cursor:
                     break
+        self._note_dropped(dropped)
+        self.tools_read_at = started
         change = _diff(self.name, self.tools, tools)
         self.tools = tools
         if initial or change.added or change.removed or change.changed:
@@ -318,6 +364,14 @@ class UpstreamServer:
             logger.info("upstream %s: tools changed (+%d -%d)", self.name, len(change.added), len(change.removed))
             for name, (old, new) in change.annotations_changed.items():
                 self._on_event("annotations_changed", {"tool": name, "old": old, "new": new})
+
+    def _note_dropped(self, dropped: list[Dropped]) -> None:
+        known = set(self.dropped_tools)
+        for name, reason in dropped:
+            # Once per tool and reason, not on every re-read of the list.
+            if (name, reason) not in known:
+                logger.warning("upstream %s: dropped the tool %r: %s", self.name, name, reason)
+        self.dropped_tools = dropped
 
     # ---- calls
 
@@ -339,11 +393,27 @@ class UpstreamServer:
                 self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)"
             ) from None
         except Exception as exc:
+            oversized = too_large(exc)
+            if oversized is not None:
+                raise UpstreamResultTooLarge(self.name, oversized.size, oversized.limit) from None
             raise UpstreamCallFailed(self.name, describe_exception(exc)) from exc
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
+
+
+@dataclass(slots=True)
+class _Refresh:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: str | None = None
+
+
+def _dropped_by_guard(page: types.ListToolsResult) -> list[Dropped]:
+    entries = (page.meta or {}).get(DROPPED_META)
+    if not isinstance(entries, list):
+        return []
+    return [(str(e[0]), str(e[1])) for e in entries if isinstance(e, list | tuple) and len(e) == 2]
 
 
 def _diff(server: str, old: dict[str, UpstreamTool], new: dict[str, UpstreamTool]) -> ToolsChanged:

@@ -31,11 +31,14 @@ class ServerStatus:
     state: str
     tools: int
     error: str | None
+    dropped_tools: tuple[tuple[str, str], ...] = ()  # (name, reason): tools left out as malformed
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "transport": self.transport, "state": self.state, "tools": self.tools}
         if self.error:
             out["error"] = self.error
+        if self.dropped_tools:
+            out["dropped_tools"] = [{"name": name, "reason": reason} for name, reason in self.dropped_tools]
         return out
 
 
@@ -60,12 +63,17 @@ class UpstreamManager:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        for server in self.servers.values():
-            server.close()
+        self.close_all()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
         self._tg = None
+
+    def close_all(self) -> None:
+        """Disconnect every server now: their calls in flight end at once as `UpstreamCallFailed` (a host shutting
+        down must not wait on a call that may never end), and their processes are stopped."""
+        for server in self.servers.values():
+            server.close()
 
     def _sink(self, name: str) -> EventSink:
         def sink(kind: str, details: dict[str, Any]) -> None:
@@ -124,6 +132,7 @@ class UpstreamManager:
                 s.state.value,
                 len(s.tools),
                 s.last_error if s.state is not State.CONNECTED else None,
+                tuple(s.dropped_tools),
             )
             for name, s in sorted(self.servers.items())
         ]

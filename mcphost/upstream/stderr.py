@@ -1,0 +1,138 @@
+"""An upstream's stderr, relayed into the host's own: each line named after its server, escaped, cut, rate-limited.
+
+The host's stderr is the agent's log in `mcphost mcp` and the person's terminal under `mcphost serve`; a server
+that floods it, or writes escape sequences into it, must not drown or repaint either.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TextIO
+
+import anyio
+
+from mcphost.console import safe
+
+LINE_BYTES = 2048  # of one line shown; the rest is counted
+LINES_PER_SECOND = 50  # per server, then lines are counted until the second is over
+_CHUNK = 64 * 1024
+
+
+class LineCutter:
+    """Splits a byte stream into lines, keeping at most `limit` bytes of each (memory stays bounded whatever
+    the server writes, a gigabyte without a newline included)."""
+
+    def __init__(self, limit: int = LINE_BYTES) -> None:
+        self._limit = limit
+        self._kept = bytearray()
+        self._cut = 0
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, int]]:
+        """The lines `chunk` completes, each as (its first `limit` bytes, how many more it had)."""
+        lines: list[tuple[bytes, int]] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            room = self._limit - len(self._kept)
+            self._kept += piece[: max(room, 0)]
+            self._cut += max(len(piece) - max(room, 0), 0)
+            if end < 0:
+                return lines
+            lines.append(self._take())
+            start = end + 1
+
+    def finish(self) -> list[tuple[bytes, int]]:
+        """The last line, when the stream ended without a newline."""
+        return [self._take()] if self._kept or self._cut else []
+
+    def _take(self) -> tuple[bytes, int]:
+        line = (bytes(self._kept), self._cut)
+        self._kept.clear()
+        self._cut = 0
+        return line
+
+
+class StderrLimiter:
+    """At most `per_second` lines per one-second window; the lines over it are counted, and the count is written
+    once the window is over ("... K lines dropped"). Pure: the caller passes the time."""
+
+    def __init__(self, server: str, per_second: int = LINES_PER_SECOND) -> None:
+        self.prefix = f"mcphost: [{safe(server, 80)}] "
+        self._per_second = per_second
+        self._window_start = -math.inf
+        self._shown = 0
+        self._dropped = 0
+
+    def line(self, kept: bytes, cut: int, now: float) -> list[str]:
+        """What to write for one line of the server's stderr (nothing, when the window is full)."""
+        out = self.tick(now)
+        if now - self._window_start >= 1.0:
+            self._window_start, self._shown = now, 0
+        if self._shown >= self._per_second:
+            self._dropped += 1
+            return out
+        self._shown += 1
+        text = safe(kept.decode("utf-8", "replace").removesuffix("\r"))
+        if cut:
+            text += f" ... [{cut} more bytes]"
+        out.append(self.prefix + text)
+        return out
+
+    def due(self) -> float:
+        """When the count of dropped lines is to be written (infinity when there is none)."""
+        return self._window_start + 1.0 if self._dropped else math.inf
+
+    def tick(self, now: float) -> list[str]:
+        """The count of dropped lines, once their window is over."""
+        return self.flush() if now >= self.due() else []
+
+    def flush(self) -> list[str]:
+        if not self._dropped:
+            return []
+        out = [f"{self.prefix}... {self._dropped} lines dropped"]
+        self._dropped = 0
+        return out
+
+
+def write_lines(lines: list[str], stream: TextIO | None = None) -> None:
+    if not lines:
+        return
+    target = stream or sys.stderr
+    try:
+        target.write("".join(line + "\n" for line in lines))
+        target.flush()
+    except (OSError, ValueError):
+        pass  # the host's own stderr is gone (closed by the agent): nothing to tell anyone
+
+
+async def relay(
+    read: Callable[[int], Awaitable[bytes]],
+    server: str,
+    write: Callable[[list[str]], None] = write_lines,
+) -> None:
+    """Copy a server's stderr (`read(n)` returns b"" at its end) into the host's stderr until it ends."""
+    cutter = LineCutter()
+    limiter = StderrLimiter(server)
+    try:
+        while True:
+            chunk: bytes | None = None
+            # Wake up when a window with dropped lines is over, even if the server went quiet after its flood.
+            with anyio.move_on_after(max(limiter.due() - anyio.current_time(), 0)):
+                try:
+                    chunk = await read(_CHUNK)
+                except OSError:
+                    chunk = b""  # a broken pipe ends the server's stderr like its end does
+            now = anyio.current_time()
+            if chunk is None:
+                write(limiter.tick(now))
+                continue
+            lines = cutter.feed(chunk) if chunk else cutter.finish()
+            for kept, cut in lines:
+                write(limiter.line(kept, cut, now))
+            if not chunk:
+                return
+    finally:
+        write(limiter.flush())

@@ -1,0 +1,272 @@
+"""The stdio transport to an upstream server: the SDK's (newline-delimited JSON-RPC over the child's stdin and
+stdout), with what a host needs besides.
+
+- The child can never outlive the host. It leads its own process group (the host's terminal signals do not reach
+  it; closing stops the whole group) and, on Linux, gets SIGKILL when the host dies (PR_SET_PDEATHSIG), even by
+  kill -9, when no cleanup of ours runs. The SDK's stdio_client cannot set that up: it spawns through
+  anyio.open_process, which takes no preexec_fn.
+- A line longer than the limit is counted, not kept, and reaches the session as `MessageTooLarge`.
+- Its stderr goes through `stderr.relay`, never straight into the host's.
+
+On close: stdin closes (the spec's shutdown), then SIGTERM to the group after a grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from mcphost.console import safe
+from mcphost.upstream import stderr
+from mcphost.upstream.guard import MessageTooLarge, envelope
+
+logger = logging.getLogger(__name__)
+
+# Grace for the server to exit on its own once its stdin closes, then after SIGTERM (the SDK's timings).
+EXIT_GRACE = 2.0
+TERM_GRACE = 2.0
+KILL_REAP = 2.0
+_WRITER_FLUSH = 0.5
+_STDERR_DRAIN = 0.5
+_EXIT_POLL = 0.01
+_CHUNK = 256 * 1024
+# Bytes of an oversized line kept at each end: enough for its JSON-RPC envelope.
+_ENDS = 512
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+# Looked up once, here: the child between fork and exec should do as little as it can.
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The host may have died between fork and prctl: then no signal will ever come.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+class LineReader:
+    """Splits a byte stream into JSON-RPC lines; a line over `limit` bytes is counted, not kept (only its first and
+    last bytes, for its envelope), so memory stays bounded whatever the server writes."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._head = b""
+        self._tail = b""
+        self._over = False
+
+    def feed(self, chunk: bytes) -> list[bytes | MessageTooLarge]:
+        out: list[bytes | MessageTooLarge] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            self._add(chunk[start:] if end < 0 else chunk[start:end])
+            if end < 0:
+                return out
+            line = self._take()
+            if line is not None:
+                out.append(line)
+            start = end + 1
+
+    def _add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self._size += len(piece)
+        if self._over:
+            self._tail = (self._tail + piece)[-_ENDS:]
+            return
+        self._parts.append(piece)
+        if self._size > self._limit:
+            whole = b"".join(self._parts)
+            self._head, self._tail, self._parts, self._over = whole[:_ENDS], whole[-_ENDS:], [], True
+
+    def _take(self) -> bytes | MessageTooLarge | None:
+        try:
+            if self._over:
+                kind, request_id = envelope(self._head, self._tail.rstrip())
+                return MessageTooLarge(self._size, self._limit, kind, request_id)
+            line = b"".join(self._parts)
+            return line if line.strip() else None
+        finally:
+            self._parts, self._size, self._head, self._tail, self._over = [], 0, b"", b"", False
+
+
+def parse_line(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        logger.warning("upstream sent a line that is not JSON-RPC: %s", safe(line[:200].decode("utf-8", "replace")))
+        return exc
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _wait(done: Callable[[], bool], limit_s: float) -> bool:
+    """Poll `done` for at most `limit_s` seconds: the end of a process group has no event to wait on (and
+    asyncio's Process.wait() also waits for the pipes, which a surviving grandchild may hold)."""
+    with anyio.move_on_after(limit_s):
+        while not done():  # noqa: ASYNC110
+            await anyio.sleep(_EXIT_POLL)
+    return done()
+
+
+async def stop_process_group(process: asyncio.subprocess.Process) -> None:
+    """Stop the server and every process of its group: stdin closed, then SIGTERM, then SIGKILL. Bounded."""
+    pgid = process.pid  # it leads its own group (start_new_session)
+    if process.stdin is not None:
+        process.stdin.close()
+
+    def exited() -> bool:
+        return process.returncode is not None
+
+    def all_gone() -> bool:
+        return exited() and not _group_alive(pgid)
+
+    if not await _wait(exited, EXIT_GRACE) or _group_alive(pgid):
+        # Also when the server itself left: what it started in its group goes with it.
+        _signal_group(pgid, signal.SIGTERM)
+        if not await _wait(all_gone, TERM_GRACE):
+            _signal_group(pgid, signal.SIGKILL)
+            if not await _wait(exited, KILL_REAP):
+                logger.warning("upstream process %d is still alive after SIGKILL; abandoning it", process.pid)
+
+
+@asynccontextmanager
+async def stdio_transport(
+    name: str,
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    max_message_bytes: int,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Spawn the server and yield the (read, write) streams of `SessionMessage` the SDK's Client speaks over."""
+    process = await asyncio.create_subprocess_exec(
+        command,
+        *args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=get_default_environment() | env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=_die_with_parent(),
+    )
+    # From here on, no await before the try: a cancellation in between would leak the live process.
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+    stderr_done = anyio.Event()
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    stdin, stdout, errors = process.stdin, process.stdout, process.stderr
+
+    async def read_stdout() -> None:
+        lines = LineReader(max_message_bytes)
+        delivering = True
+        async with read_writer:
+            while chunk := await stdout.read(_CHUNK):
+                for line in lines.feed(chunk):
+                    if not delivering:
+                        continue
+                    item = line if isinstance(line, MessageTooLarge) else parse_line(line)
+                    try:
+                        await read_writer.send(item)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        # The session is gone; keep reading, so a server busy writing can still see its stdin close.
+                        delivering = False
+
+    async def write_stdin() -> None:
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    stdin.write(data.encode() + b"\n")
+                    await stdin.drain()
+        except (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The server stopped reading (or died): end the session's read side, or a request would wait forever.
+            await read_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def relay_stderr() -> None:
+        try:
+            await stderr.relay(errors.read, name)
+        finally:
+            stderr_done.set()
+
+    async def shutdown() -> None:
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(_WRITER_FLUSH):
+            await writer_done.wait()
+        await stop_process_group(process)
+        # Its last words (a traceback, say) are what explains why it stopped.
+        with anyio.move_on_after(_STDERR_DRAIN):
+            await stderr_done.wait()
+        transport = getattr(process, "_transport", None)
+        if transport is not None:
+            # Else it stays open, and warns at collection, while a survivor holds a pipe.
+            transport.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_stdout, name=f"stdout:{name}")
+        tg.start_soon(write_stdin, name=f"stdin:{name}")
+        tg.start_soon(relay_stderr, name=f"stderr:{name}")
+        try:
+            yield read_stream, write_stream
+        finally:
+            # Shielded and bounded: a cancelled caller must still not leave the server running.
+            with anyio.CancelScope(shield=True):
+                await shutdown()
+            tg.cancel_scope.cancel()

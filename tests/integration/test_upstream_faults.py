@@ -1,0 +1,409 @@
+"""Upstreams that misbehave: malformed tools, huge answers, stderr floods, silent changes, and hosts that die.
+
+Most tests drive one `UpstreamServer` against the hostile test server (tests/servers/hostile.py) in a real
+subprocess; the process-lifetime tests start a whole host (`mcphost mcp`, `mcphost serve`) and kill it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from mcphost.config.models import ServerConfig
+from mcphost.upstream.connection import (
+    State,
+    UpstreamCallFailed,
+    UpstreamResultTooLarge,
+    UpstreamServer,
+    UpstreamUnavailable,
+)
+from mcphost.upstream.manager import UpstreamManager
+from tests.helpers import TESTS, Sandbox, daemon, http_agent
+
+HOSTILE = TESTS / "servers" / "hostile.py"
+
+
+class Hostile:
+    """The hostile server's state file and request trace, in a test's tmp_path."""
+
+    def __init__(self, root: Path) -> None:
+        self.state_path = root / "hostile-state.json"
+        self.trace_path = root / "hostile-trace.txt"
+        self.root = root
+
+    def set(self, **state: Any) -> None:
+        current = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        self.state_path.write_text(json.dumps({**current, **state}))
+
+    def config(self, **extra: Any) -> ServerConfig:
+        env = {"HOSTILE_STATE": str(self.state_path), "HOSTILE_TRACE": str(self.trace_path)}
+        return ServerConfig(command=sys.executable, args=[str(HOSTILE)], env=env, **extra)
+
+    def toml(self) -> str:
+        return (
+            f"[servers.hostile]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(HOSTILE))}]\n"
+            f"env = {{ HOSTILE_STATE = {json.dumps(str(self.state_path))} }}\n"
+        )
+
+    def requests(self, method: str) -> int:
+        if not self.trace_path.exists():
+            return 0
+        return self.trace_path.read_text().splitlines().count(method)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Hostile:
+    return Hostile(tmp_path)
+
+
+Events = list[tuple[str, dict[str, Any]]]
+
+
+@asynccontextmanager
+async def running(config: ServerConfig, events: Events | None = None) -> AsyncIterator[UpstreamServer]:
+    def sink(kind: str, details: dict[str, Any]) -> None:
+        if events is not None:
+            events.append((kind, details))
+
+    server = UpstreamServer("hostile", config, on_event=sink)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.run)
+        await server.wait_first_attempt(20)
+        try:
+            yield server
+        finally:
+            server.close()
+
+
+async def poll(check: Callable[[], bool], limit_s: float, what: str) -> None:
+    """Wait for a condition another process brings about (a file written, a process gone): nothing to await."""
+    with anyio.fail_after(limit_s):
+        while not check():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie (a killed orphan may wait a while to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def text(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+# ---- 1. malformed tools
+
+
+async def test_malformed_tools_are_dropped_with_a_reason_and_the_others_are_served(
+    hostile: Hostile, caplog: pytest.LogCaptureFixture
+) -> None:
+    hostile.set(bad_tools=True)
+    caplog.set_level(logging.WARNING, logger="mcphost.upstream")
+    async with running(hostile.config()) as server:
+        assert server.state is State.CONNECTED, server.last_error
+        assert set(server.tools) == {"echo", "big", "block", "shout", "spawn", "shifty"}
+        assert server.tools["echo"].description == "Echo text back"  # the first of the two echo tools
+        dropped = dict(server.dropped_tools)
+        assert "inputSchema" in dropped["schema_not_object"]
+        [unnamed] = [reason for name, reason in dropped.items() if name.startswith("<tool #")]
+        assert "name" in unnamed
+        assert "':'" in dropped["has:colon"]
+        assert "control" in dropped["bell\\x07and\\x1b[31mred"]  # shown escaped, never raw
+        assert "1000000 characters" in dropped["huge_description"]
+        assert "same name" in dropped["echo"]
+        assert len(server.dropped_tools) == 6
+        result = await server.call_tool("echo", {"text": "still here"})
+        assert text(result) == "still here"
+    warnings = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    for name in ("schema_not_object", "has:colon", "huge_description", "without a name"):
+        assert name in warnings
+    assert "\x1b" not in warnings
+
+
+async def test_a_repaired_tool_list_clears_the_dropped_tools(hostile: Hostile) -> None:
+    hostile.set(bad_tools=True)
+    async with running(hostile.config()) as server:
+        assert server.dropped_tools
+        hostile.set(bad_tools=False)
+        await server.refresh()
+        assert server.dropped_tools == []
+
+
+async def test_status_names_the_dropped_tools_and_why(hostile: Hostile) -> None:
+    hostile.set(bad_tools=True)
+    events: list[tuple[str, str, dict[str, Any]]] = []
+    async with UpstreamManager(on_event=lambda kind, name, details: events.append((kind, name, details))) as manager:
+        manager.apply({"hostile": hostile.config()})
+        await manager.wait_ready(20)
+        [status] = [s.to_dict() for s in manager.statuses()]
+    assert status["state"] == "connected" and status["tools"] == 6
+    assert {"name": "has:colon", "reason": "the name contains ':', which separates server and tool in mcphost"} in (
+        status["dropped_tools"]
+    )
+    [connected] = [details for kind, _, details in events if kind == "upstream_connected"]
+    assert len(connected["dropped_tools"]) == 6
+
+
+# ---- 2. answer size
+
+
+@pytest.mark.parametrize("result_first", [False, True], ids=["id-first", "result-first"])
+async def test_an_answer_over_max_result_bytes_is_refused_with_its_size_and_the_server_stays(
+    hostile: Hostile, result_first: bool
+) -> None:
+    hostile.set(result_first=result_first)
+    async with running(hostile.config(max_result_bytes=100_000)) as server:
+        with pytest.raises(UpstreamResultTooLarge) as refused:
+            await server.call_tool("big", {"bytes": 1_000_000})
+        assert refused.value.size > 1_000_000
+        assert refused.value.limit == 100_000
+        assert refused.value.server == "hostile"
+        assert "1000" in refused.value.reason and "max_result_bytes" in refused.value.reason
+        assert server.state is State.CONNECTED
+        assert text(await server.call_tool("big", {"bytes": 50_000})) == "x" * 50_000
+
+
+async def test_a_20_mb_answer_is_refused_promptly_under_the_default_limit(hostile: Hostile) -> None:
+    async with running(hostile.config(call_timeout=60)) as server:
+        with anyio.fail_after(15), pytest.raises(UpstreamResultTooLarge) as refused:
+            await server.call_tool("big", {"bytes": 20_000_000})
+    assert refused.value.size > 20_000_000
+    assert refused.value.limit == 10 * 1024 * 1024
+
+
+# ---- 3. stderr
+
+
+async def test_a_stderr_flood_reaches_the_host_prefixed_escaped_cut_and_rate_limited(
+    hostile: Hostile, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async with running(hostile.config()) as server:
+        assert text(await server.call_tool("shout", {"lines": 3000, "width": 10})) == "shouted"
+        assert text(await server.call_tool("shout", {"lines": 1, "width": 100_000})) == "shouted"
+    err = capfd.readouterr().err
+    ours = [line for line in err.splitlines() if "line " in line or "dropped" in line]
+    assert ours and all(line.startswith("mcphost: [hostile] ") for line in ours), ours[:3]
+    assert "\x1b" not in err
+    assert "\\x1b[31mred" in err
+    assert all(len(line) < 2200 for line in ours)
+    shown = [line for line in ours if "line " in line]
+    assert len(shown) < 3000
+    dropped = sum(int(line.split("... ")[1].split()[0]) for line in ours if line.endswith("lines dropped"))
+    assert len(shown) + dropped == 3001
+
+
+# ---- 4. no upstream outlives its host
+
+
+async def test_closing_the_connection_stops_the_server_and_its_process_group(hostile: Hostile) -> None:
+    # A server that ignores SIGTERM and the end of its stdin, with a child that inherits both.
+    hostile.set(linger=True)
+    pidfile = hostile.root / "grandchild.pid"
+    async with running(hostile.config()) as server:
+        await server.call_tool("spawn", {"pidfile": str(pidfile)})
+        grandchild = int(pidfile.read_text())
+        started = hostile.root / "server.pid"
+        with anyio.move_on_after(0.5):
+            await server.call_tool("block", {"started": str(started)})
+        server_pid = int(started.read_text())
+        assert alive(server_pid) and alive(grandchild)
+    await poll(lambda: not alive(server_pid) and not alive(grandchild), 15, "the server and its child to be gone")
+
+
+async def test_closing_all_upstreams_ends_a_call_in_flight_at_once(hostile: Hostile) -> None:
+    started = hostile.root / "started"
+    failures: list[UpstreamCallFailed] = []
+    async with UpstreamManager() as manager:
+        manager.apply({"hostile": hostile.config()})
+        await manager.wait_ready(20)
+        server = manager.servers["hostile"]
+
+        ended = anyio.Event()
+
+        async def call() -> None:
+            try:
+                await server.call_tool("block", {"started": str(started)})
+            except UpstreamCallFailed as exc:
+                failures.append(exc)
+            finally:
+                ended.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await poll(lambda: started.exists() and started.read_text() != "", 20, "the call to start")
+            upstream = int(started.read_text())
+            manager.close_all()
+            with anyio.fail_after(10):
+                await ended.wait()
+    assert len(failures) == 1
+    await poll(lambda: not alive(upstream), 10, "the upstream to be stopped")
+
+
+def _start_mcp_host(box: Sandbox, stderr_path: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mcphost", "mcp", "--in-process", "--config", str(box.config)],
+        env={**os.environ, **box.env()},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr_path.open("wb"),
+    )
+
+
+def _send(process: subprocess.Popen[bytes], *messages: dict[str, Any]) -> None:
+    assert process.stdin is not None
+    for message in messages:
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+    process.stdin.flush()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"])
+async def test_an_upstream_busy_in_a_call_dies_with_the_mcp_host(
+    sandbox: Sandbox, hostile: Hostile, sig: signal.Signals
+) -> None:
+    sandbox.write_config(hostile.toml())
+    started = sandbox.root / "started"
+    host = _start_mcp_host(sandbox, sandbox.root / "host-stderr.txt")
+    try:
+        _send(
+            host,
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "pytest", "version": "1"},
+                },
+            },
+            {"method": "notifications/initialized"},
+            {
+                "id": 2,
+                "method": "tools/call",
+                "params": {
+                    "name": "call_tool_read",
+                    "arguments": {
+                        "name": "hostile:block",
+                        "args": {"started": str(started)},
+                        "intent": {"operation_type": "read"},
+                    },
+                },
+            },
+        )
+        await poll(lambda: started.exists() and started.read_text() != "", 30, "the upstream call to start")
+        upstream = int(started.read_text())
+        assert alive(upstream)
+        host.send_signal(sig)
+        await anyio.to_thread.run_sync(host.wait, 15)
+        await poll(lambda: not alive(upstream), 5, "the upstream to die with its host")
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+
+
+@pytest.mark.parametrize(
+    "sig",
+    [
+        pytest.param(
+            signal.SIGTERM,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the daemon does not exit on SIGTERM while an HTTP call is in flight: uvicorn waits for it "
+                "(mcphost/serve/http_server.py, outside mcphost/upstream)",
+            ),
+        ),
+        signal.SIGKILL,
+    ],
+    ids=["SIGTERM", "SIGKILL"],
+)
+async def test_an_upstream_busy_in_a_call_dies_with_the_daemon(
+    sandbox: Sandbox, hostile: Hostile, sig: signal.Signals
+) -> None:
+    sandbox.write_config(hostile.toml())
+    started = sandbox.root / "started"
+    async with daemon(sandbox) as d:
+
+        async def call() -> None:
+            arguments = {
+                "name": "hostile:block",
+                "args": {"started": str(started)},
+                "intent": {"operation_type": "read"},
+            }
+            # The daemon dies under this call: how the agent's side ends is not the point here.
+            with contextlib.suppress(Exception):
+                async with http_agent(d.url, d.headers) as agent:
+                    await agent.call_tool("call_tool_read", arguments)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await poll(lambda: started.exists() and started.read_text() != "", 30, "the upstream call to start")
+            upstream = int(started.read_text())
+            d.process.send_signal(sig)
+            await anyio.to_thread.run_sync(d.process.wait, 10)
+            await poll(lambda: not alive(upstream), 5, "the upstream to die with the daemon")
+            tg.cancel_scope.cancel()
+
+
+# ---- 5. silent changes
+
+
+async def test_fresh_tool_rereads_a_stale_list_and_reports_a_silent_annotation_change(hostile: Hostile) -> None:
+    events: Events = []
+    async with running(hostile.config(), events) as server:
+        assert server.tools["shifty"].annotations == {"readOnlyHint": True}
+        first_read = server.tools_read_at
+        assert first_read is not None
+        lists = hostile.requests("tools/list")
+        # The rug pull: destructive now, and no notifications/tools/list_changed.
+        hostile.set(shifty={"destructiveHint": True})
+
+        cached = await server.fresh_tool("shifty", max_age=3600)
+        assert cached is not None and cached.annotations == {"readOnlyHint": True}
+        assert hostile.requests("tools/list") == lists
+
+        fresh = await server.fresh_tool("shifty", max_age=0)
+        assert fresh is not None and fresh.annotations == {"destructiveHint": True}
+        assert server.tools_read_at is not None and server.tools_read_at > first_read
+    changes = [details for kind, details in events if kind == "annotations_changed"]
+    assert changes == [{"tool": "shifty", "old": {"readOnlyHint": True}, "new": {"destructiveHint": True}}]
+
+
+async def test_concurrent_fresh_tool_calls_share_one_tools_list(hostile: Hostile) -> None:
+    async with running(hostile.config()) as server:
+        before = hostile.requests("tools/list")
+        found: list[Any] = []
+
+        async def check() -> None:
+            found.append(await server.fresh_tool("echo", max_age=0))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(check)
+        assert hostile.requests("tools/list") == before + 1
+        assert len(found) == 20 and all(tool is not None and tool.name == "echo" for tool in found)
+        assert await server.fresh_tool("no_such_tool", max_age=0) is None
+
+
+async def test_fresh_tool_on_a_server_that_is_down_says_why(tmp_path: Path) -> None:
+    config = ServerConfig(command=str(tmp_path / "no-such-server"), connect_timeout=5)
+    async with running(config) as server:
+        with pytest.raises(UpstreamUnavailable) as down:
+            await server.fresh_tool("anything", max_age=0)
+    assert "no-such-server" in down.value.reason
