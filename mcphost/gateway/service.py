@@ -42,7 +42,14 @@ from mcphost.intent import (
     raw_intent,
     recommended_variant,
 )
-from mcphost.upstream.connection import State, UpstreamCallFailed, UpstreamServer, UpstreamTool, UpstreamUnavailable
+from mcphost.upstream.connection import (
+    State,
+    UpstreamCallFailed,
+    UpstreamResultTooLarge,
+    UpstreamServer,
+    UpstreamTool,
+    UpstreamUnavailable,
+)
 from mcphost.upstream.index import closest_names
 from mcphost.upstream.manager import UpstreamManager
 
@@ -50,6 +57,8 @@ logger = logging.getLogger(__name__)
 
 # A first call right after start waits this long at most for upstreams that are still starting.
 STARTUP_WAIT_CAP = 30.0
+# Seconds a tool's cached definition is trusted for a call that its annotations let through less strictly.
+ANNOTATIONS_MAX_AGE = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +268,8 @@ class Gateway:
             outcome.error = err
             outcome.status = _status_for(err.code)
             record.error = ErrorInfo(code=err.code.value, message=err.message)
+            if isinstance(err.details.get("response_bytes"), int):
+                record.response_bytes = err.details["response_bytes"]
             if record.metadata.intent is None:
                 record.metadata.intent = _recorded_intent(raw)
             if record.server is None and isinstance(arguments.get("name"), str):
@@ -335,6 +346,8 @@ class Gateway:
                 logger.debug("refresh of %s before TOOL_NOT_FOUND failed", server, exc_info=True)
             found = upstream.tools.get(tool)
         if found is not None:
+            if variant is not ToolVariant.DESTRUCTIVE:
+                found = await self._current_definition(upstream, found, variant)
             return upstream, found
         if upstream.state is not State.CONNECTED:
             raise _not_connected(server, upstream.last_error or upstream.state.value, qualified)
@@ -346,12 +359,45 @@ class Gateway:
             {"variant": variant.value, "tool": qualified, "closest_matches": matches},
         )
 
+    async def _current_definition(
+        self, upstream: UpstreamServer, cached: UpstreamTool, variant: ToolVariant
+    ) -> UpstreamTool:
+        """A call that a read-only or non-destructive marking lets through less strictly must be judged on the marking
+        the server gives now: a server may re-mark a tool destructive without announcing it (a silent rug pull)."""
+        qualified = cached.qualified
+        try:
+            current = await upstream.fresh_tool(cached.name, ANNOTATIONS_MAX_AGE)
+        except UpstreamUnavailable as exc:
+            raise _not_connected(upstream.name, exc.reason, qualified) from None
+        except UpstreamCallFailed as exc:
+            raise GatewayError(
+                ErrorCode.UPSTREAM_ERROR,
+                f"Upstream server '{upstream.name}' could not be asked for the current definition of '{qualified}' "
+                f"({exc.reason}), which mcphost checks before a {variant.value} call; the call was not made.",
+                {"server": upstream.name, "tool": qualified},
+            ) from None
+        if current is None:
+            raise GatewayError(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"Tool '{qualified}' not found: server '{upstream.name}' no longer lists it. Use retrieve_tools.",
+                {"variant": variant.value, "tool": qualified},
+            )
+        return current
+
     async def _forward(self, upstream: UpstreamServer, tool: str, args: dict[str, Any]) -> types.CallToolResult:
         server = upstream.name
         try:
             return await upstream.call_tool(tool, args)
         except UpstreamUnavailable as exc:
             raise _not_connected(server, exc.reason, f"{server}:{tool}") from None
+        except UpstreamResultTooLarge as exc:
+            raise GatewayError(
+                ErrorCode.UPSTREAM_ERROR,
+                f"Upstream server '{server}' answered the call to '{server}:{tool}' with {exc.size} bytes, more than "
+                f"its max_result_bytes ({exc.limit}); the answer was dropped. The call itself may have taken effect. "
+                "Ask for less (a filter, a page), or raise max_result_bytes for this server in the config.",
+                {"server": server, "tool": f"{server}:{tool}", "response_bytes": exc.size, "limit": exc.limit},
+            ) from None
         except UpstreamCallFailed as exc:
             raise GatewayError(
                 ErrorCode.UPSTREAM_ERROR,
