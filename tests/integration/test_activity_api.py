@@ -70,7 +70,10 @@ class World:
         return self.daemon.url.removesuffix("/mcp") + "/api/v1/activity"
 
     def newest_first(self) -> list[dict[str, Any]]:
-        return list(reversed(self.box.records()))
+        """The log as the API shows it: newest first, a call's start left out once its outcome names it."""
+        records = list(reversed(self.box.records()))
+        answered = {r["started_id"] for r in records if isinstance(r.get("started_id"), str)}
+        return [r for r in records if not (r.get("type") == "tool_call_started" and r["id"] in answered)]
 
     def label_of(self, record_id: str) -> str | None:
         return next((label for label, rid in self.labels.items() if rid == record_id), None)
@@ -317,8 +320,16 @@ async def test_paging_under_a_filter_and_a_last_page_that_is_exactly_full(world:
 # ---- bad requests
 
 INTENTS = ("read", "write", "destructive")
-STATUSES = ("success", "error", "rejected", "denied", "expired")
-TYPES = ("tool_call", "config_reload", "config_error", "upstream_connected", "upstream_lost", "annotations_changed")
+STATUSES = ("success", "error", "rejected", "denied", "expired", "cancelled", "started")
+TYPES = (
+    "tool_call",
+    "tool_call_started",
+    "config_reload",
+    "config_error",
+    "upstream_connected",
+    "upstream_lost",
+    "annotations_changed",
+)
 PARAMETERS = ("intent_type", "status", "server", "tool", "type", "since", "limit", "cursor")
 
 BAD: list[tuple[str, list[tuple[str, str]], str, Sequence[str]]] = [
