@@ -1,35 +1,80 @@
-"""Discovery files: how agents and tools find a running daemon (its URL and token), readable by the user only."""
+"""Discovery files: how agents and tools find a running daemon (its URL and tokens), readable by the user only.
+
+A discovery file decides where `mcphost mcp` sends an agent's whole session, so only files that can only have come
+from one of the user's own daemons are trusted: in a runtime dir no one else can write, a regular file (no
+symlink) of the user's, readable by them alone, naming a live process of theirs (the very process that wrote it,
+not a later one with the same pid) and endpoints on loopback. Anything else is ignored, with a message on stderr.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcphost import __version__
-from mcphost.paths import ensure_private_dir, runtime_dir
+from mcphost.paths import UnsafeDirectory, private_dir_problem, private_runtime_dir, refusal, runtime_dir
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+# A daemon's file is a few hundred bytes; anything much larger was not written by one.
+MAX_FILE_BYTES = 64 * 1024
+
+_warned: set[str] = set()
 
 
-def write(*, url: str, token: str, config_path: str, editor_socket: str | None = None) -> Path:
-    directory = ensure_private_dir(runtime_dir())
-    path = directory / f"daemon-{os.getpid()}.json"
+def _warn(message: str) -> None:
+    # Every command that looks repeats the checks; one notice per process is enough.
+    if message not in _warned:
+        _warned.add(message)
+        print(f"mcphost: {message}", file=sys.stderr, flush=True)
+
+
+def write(
+    *,
+    url: str,
+    token: str,
+    config_path: str,
+    editor_socket: str | None = None,
+    api_url: str | None = None,
+    api_token: str | None = None,
+    relay_key: str | None = None,
+) -> Path:
+    """Announce this daemon. Raises UnsafeDirectory when the runtime dir is open to other users."""
+    directory = private_runtime_dir()
+    pid = os.getpid()
     info: dict[str, Any] = {
-        "pid": os.getpid(),
+        "pid": pid,
+        "pid_start": process_start(pid),
         "version": __version__,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "mcp": {"url": url, "headers": {"Authorization": f"Bearer {token}"}},
         "config_path": config_path,
         "editor_socket": editor_socket,
     }
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(info, f, indent=2)
-    tmp.replace(path)
-    return path
+    if api_url is not None and api_token is not None:
+        info["api"] = {"url": api_url, "token": api_token}
+    if relay_key is not None:
+        info["relay"] = {"key": relay_key}
+    name, tmp = f"daemon-{pid}.json", f"daemon-{pid}.tmp"
+    dir_fd = _open_dir(directory)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=2)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    return directory / name
 
 
 def remove(path: Path) -> None:
@@ -38,24 +83,197 @@ def remove(path: Path) -> None:
 
 
 def running() -> list[dict[str, Any]]:
-    """Daemons whose process is alive; files left by dead ones are removed."""
+    """Daemons whose files can be trusted and whose process is alive; files left by dead ones are removed."""
     found: list[dict[str, Any]] = []
     directory = runtime_dir()
-    if not directory.is_dir():
+    try:
+        dir_fd = _open_dir(directory)
+    except FileNotFoundError:
         return found
-    for path in sorted(directory.glob("daemon-*.json")):
-        try:
-            info = json.loads(path.read_text(encoding="utf-8"))
-            pid = int(info["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if _alive(pid):
-            info["discovery_file"] = str(path)
-            found.append(info)
-        else:
-            _clean_after(info)
-            remove(path)
+    except UnsafeDirectory as exc:
+        _warn(str(exc))
+        return found
+    except OSError as exc:
+        _warn(f"cannot read the runtime dir {directory}: {exc.strerror or exc}")
+        return found
+    try:
+        problem = private_dir_problem(os.fstat(dir_fd))
+        if problem is not None:
+            _warn(refusal(directory, problem))
+            return found
+        # Listed through the fd that was checked, not by path: a swapped directory cannot slip in between.
+        for name in sorted(os.listdir(dir_fd)):  # noqa: PTH208
+            if name.startswith("daemon-") and name.endswith(".json"):
+                info = _trusted(dir_fd, directory / name)
+                if info is not None:
+                    found.append(info)
+    finally:
+        os.close(dir_fd)
     return found
+
+
+def _open_dir(directory: Path) -> int:
+    """An fd on the directory itself (never through a final symlink), so what is checked is what is read."""
+    try:
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeDirectory(refusal(directory, "it is a symlink")) from None
+        if exc.errno == errno.ENOTDIR:
+            raise UnsafeDirectory(refusal(directory, "it is not a directory")) from None
+        raise
+
+
+def _trusted(dir_fd: int, path: Path) -> dict[str, Any] | None:
+    """The file's content if it can only be a live daemon of this user's, else None (with a message why)."""
+    data = _read_private(dir_fd, path)
+    if data is None:
+        return None
+    try:
+        info = json.loads(data)
+    except ValueError:
+        # A daemon writes its file by rename, whole: a half-written one is not ours to interpret.
+        _warn(f"ignoring {path}: it is not JSON")
+        return None
+    problem = _malformed(info, path.name)
+    if problem is not None:
+        _warn(f"ignoring {path}: {problem}")
+        return None
+    pid = int(info["pid"])
+    if info.get("pid_start") is None and process_start(pid) is not None:
+        # Without the start time, a live pid proves nothing: it may have been reused by any process since.
+        _warn(f"ignoring {path}: it does not say when process {pid} started (written by an older mcphost?)")
+        return None
+    state = _process_state(pid, info.get("pid_start"))
+    if state is not None:
+        if state:
+            _warn(f"ignoring {path}: {state}; removed it")
+        _clean_after(info)
+        with contextlib.suppress(OSError):
+            os.unlink(path.name, dir_fd=dir_fd)
+        return None
+    info["discovery_file"] = str(path)
+    return dict(info)
+
+
+def _read_private(dir_fd: int, path: Path) -> bytes | None:
+    # O_NONBLOCK: a FIFO planted under a daemon's name must not hang every command that looks.
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path.name, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None  # its daemon removed it while we looked
+    except OSError as exc:
+        reason = "it is a symlink (a daemon writes a regular file)" if exc.errno == errno.ELOOP else exc.strerror
+        _warn(f"ignoring {path}: {reason}")
+        return None
+    try:
+        info = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(info.st_mode):
+            problem = "it is not a regular file"
+        elif info.st_uid != os.geteuid():
+            problem = f"it belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
+        elif info.st_mode & 0o077:
+            problem = f"it has mode {stat.S_IMODE(info.st_mode):04o} (a daemon writes its file 0600, yours alone)"
+        elif info.st_size > MAX_FILE_BYTES:
+            problem = f"it holds {info.st_size} bytes, far more than a daemon writes"
+        if problem is not None:
+            _warn(f"ignoring {path}: {problem}")
+            return None
+        return os.read(fd, MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        _warn(f"ignoring {path}: {exc.strerror or exc}")
+        return None
+    finally:
+        os.close(fd)
+
+
+def _malformed(info: Any, name: str) -> str | None:
+    if not isinstance(info, dict):
+        return "it is not a JSON object"
+    pid = info.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return "it names no pid"
+    if name != f"daemon-{pid}.json":
+        return f"it names pid {pid}, not the one in its file name"
+    mcp = info.get("mcp")
+    if not isinstance(mcp, dict) or not isinstance(mcp.get("url"), str):
+        return "it names no agent endpoint"
+    headers = mcp.get("headers") or {}
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        return "its agent headers are not strings"
+    if not is_loopback_url(mcp["url"]):
+        return f"its agent URL {mcp['url']!r} is not on loopback (http://127.0.0.1, http://[::1] or http://localhost)"
+    api = info.get("api")
+    if api is not None and not (isinstance(api, dict) and is_loopback_url(str(api.get("url", "")))):
+        return "its REST API URL is not on loopback"
+    return None
+
+
+def is_loopback_url(url: str) -> bool:
+    """An http URL on this machine's loopback interface, without credentials in it: where a daemon listens."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return (
+        parts.scheme == "http"
+        and parts.hostname in LOOPBACK_HOSTS
+        and port is not None
+        and parts.username is None
+        and parts.password is None
+    )
+
+
+def _process_state(pid: int, recorded_start: Any) -> str | None:
+    """None when `pid` is the live process that wrote the file; "" when it is gone; else why it is not ours."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return ""
+    except PermissionError:
+        # Our daemons run as us: a process we may not signal belongs to someone else, whatever the file says.
+        return f"process {pid} belongs to another user, so it is no daemon of yours"
+    proc = _proc_stat(pid)
+    if proc is None:
+        return None  # no /proc here: the signal check is all there is
+    state, start = proc
+    if state in ("Z", "X"):
+        return ""  # killed, not yet reaped by its parent: it serves nobody
+    if recorded_start != start:
+        return f"process {pid} is not the daemon that wrote it (that one is gone and its pid was reused)"
+    return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a live process of this user's (a killed one not yet reaped is not)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    proc = _proc_stat(pid)
+    return proc is None or proc[0] not in ("Z", "X")
+
+
+def process_start(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (Linux); with the pid, it names one process for good."""
+    proc = _proc_stat(pid)
+    return None if proc is None else proc[1]
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    try:
+        line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: the fields after it start at the last ')'.
+    fields = line.rsplit(")", 1)[-1].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
 
 
 def _clean_after(info: dict[str, Any]) -> None:
@@ -73,8 +291,13 @@ def _clean_after(info: dict[str, Any]) -> None:
 
 def for_config(config_path: Path) -> dict[str, Any] | None:
     """The running daemon serving this config file (the newest, if several), for `mcphost mcp` to relay to."""
+    return newest(running(), config_path)
+
+
+def newest(daemons: list[dict[str, Any]], config_path: Path) -> dict[str, Any] | None:
+    """Of `daemons`, the newest serving this config file."""
     wanted = _same_file_key(config_path)
-    matching = [info for info in running() if _same_file_key(Path(str(info.get("config_path", "")))) == wanted]
+    matching = [info for info in daemons if _same_file_key(Path(str(info.get("config_path", "")))) == wanted]
     matching.sort(key=lambda info: str(info.get("started_at", "")))
     return matching[-1] if matching else None
 
@@ -84,13 +307,3 @@ def _same_file_key(path: Path) -> str:
         return str(path.expanduser().resolve())
     except OSError:
         return str(path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import platformdirs
@@ -37,6 +38,45 @@ def runtime_dir() -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return Path(platformdirs.user_runtime_dir(APP_NAME))
+
+
+class UnsafeDirectory(Exception):
+    """A directory mcphost would trust with tokens and sockets is open to other users; the message says the fix."""
+
+
+def private_dir_problem(info: os.stat_result) -> str | None:
+    """Why a directory with this `lstat` is no place for secrets, or None: it must be a real directory of this user
+    that no one else may enter or write."""
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    if info.st_uid != os.geteuid():
+        return f"it belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
+    if info.st_mode & 0o077:
+        return f"it has mode {stat.S_IMODE(info.st_mode):04o}, so other users can plant or swap files in it"
+    return None
+
+
+def refusal(path: Path, problem: str) -> str:
+    """The message for a runtime dir that cannot be trusted, with the fix that applies."""
+    elsewhere = "set MCPHOST_RUNTIME_DIR to a directory only you can use (mode 0700)"
+    if problem.startswith("it has mode"):
+        return f"refusing the runtime dir {path}: {problem}; run `chmod 700 {path}`, or {elsewhere}"
+    return f"refusing the runtime dir {path}: {problem}; {elsewhere}"
+
+
+def private_runtime_dir() -> Path:
+    """The runtime dir, created 0700 if missing; raises UnsafeDirectory when another user could write in it.
+
+    Discovery files name the endpoint an agent's session is relayed to: in a directory others can write (the /tmp
+    fallback when XDG_RUNTIME_DIR is unset, a shared MCPHOST_RUNTIME_DIR), a planted file would send it to them.
+    """
+    path = ensure_private_dir(runtime_dir())
+    problem = private_dir_problem(os.lstat(path))
+    if problem is not None:
+        raise UnsafeDirectory(refusal(path, problem))
+    return path
 
 
 def activity_log_path() -> Path:

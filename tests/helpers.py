@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from mcp import Client, StdioServerParameters
 
@@ -82,12 +83,21 @@ def mcphost(box: Sandbox, *args: str, timeout: float = 60) -> subprocess.Complet
 
 
 @asynccontextmanager
-async def agent(box: Sandbox, *extra_args: str, mode: str = "auto") -> AsyncIterator[Client]:
-    """An agent: the official SDK client driving `mcphost mcp` as a subprocess over stdio."""
+async def agent(
+    box: Sandbox, *extra_args: str, mode: str = "auto", errlog: TextIO | None = None
+) -> AsyncIterator[Client]:
+    """An agent: the official SDK client driving `mcphost mcp` as a subprocess over stdio (its stderr to `errlog`,
+    when given, else to the test's)."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "mcphost", "mcp", "--config", str(box.config), *extra_args], env=box.env()
     )
-    async with Client(params, mode=mode, cache=None) as client:
+    if errlog is None:
+        async with Client(params, mode=mode, cache=None) as client:
+            yield client
+        return
+    from mcp.client.stdio import stdio_client
+
+    async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None) as client:
         yield client
 
 
@@ -123,6 +133,15 @@ class Daemon:
     def stderr(self) -> str:
         """Everything the daemon wrote to stderr so far (read continuously, so the pipe never fills)."""
         return "".join(self._stderr)
+
+    @property
+    def api_url(self) -> str:
+        return str(self.info["api"]["url"])
+
+    @property
+    def api_headers(self) -> dict[str, str]:
+        """What a script sends to the REST API: its own token, not the agent's."""
+        return {"Authorization": f"Bearer {self.info['api']['token']}"}
 
 
 @asynccontextmanager
@@ -180,3 +199,97 @@ async def http_agent(url: str, headers: dict[str, str], mode: str = "auto") -> A
     http = create_mcp_http_client(headers=headers)
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
         yield client
+
+
+class RawAgent:
+    """`mcphost mcp` spoken to line by line: for what an SDK client never sends (broken JSON, odd ids)."""
+
+    def __init__(self, process: Any, stderr: list[str]) -> None:
+        self.process = process
+        self._stderr = stderr
+        self._buffer = b""
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    async def send_line(self, line: str | bytes) -> None:
+        data = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line
+        await self.process.stdin.send(data.rstrip(b"\n") + b"\n")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_line(json.dumps(message))
+
+    async def receive(self, timeout: float = 10) -> dict[str, Any]:
+        """The next line on stdout, as JSON; fails after `timeout` seconds of silence."""
+        import anyio
+
+        with anyio.fail_after(timeout):
+            while b"\n" not in self._buffer:
+                self._buffer += await self.process.stdout.receive()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    async def answer_to(self, request_id: Any, timeout: float = 10) -> dict[str, Any]:
+        """The response carrying `request_id` (notifications and other answers are skipped)."""
+        while True:
+            message = await self.receive(timeout)
+            if "method" not in message and message.get("id") == request_id:
+                return message
+
+    async def initialize(self) -> dict[str, Any]:
+        await self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "init",
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw-agent", "version": "0"},
+                },
+            }
+        )
+        answer = await self.answer_to("init", timeout=30)
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer
+
+
+@asynccontextmanager
+async def raw_agent(box: Sandbox, *extra_args: str, env: dict[str, str] | None = None) -> AsyncIterator[RawAgent]:
+    """Start `mcphost mcp` with pipes on stdin and stdout; stderr is collected as it comes."""
+    import anyio
+
+    process = await anyio.open_process(
+        [sys.executable, "-m", "mcphost", "mcp", "--config", str(box.config), *extra_args],
+        env={**os.environ, **box.env(), **(env or {})},
+    )
+    stderr: list[str] = []
+    drained = anyio.Event()
+
+    async def drain() -> None:
+        assert process.stderr is not None
+        try:
+            async for chunk in process.stderr:
+                stderr.append(chunk.decode("utf-8", "replace"))
+        finally:
+            drained.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(drain)
+        try:
+            yield RawAgent(process, stderr)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        await process.stdin.aclose()
+                    with anyio.move_on_after(10):
+                        await process.wait()
+                    if process.returncode is None:
+                        process.kill()
+                        await process.wait()
+                with anyio.move_on_after(5):
+                    await drained.wait()
+            tg.cancel_scope.cancel()

@@ -2,18 +2,35 @@
 
 With a daemon running for the same config, the session is relayed to it, so prompts reach the person's
 editor; with none (or with --in-process), the gateway runs in this process.
+
+SIGTERM, SIGINT and SIGHUP end the process the way the agent closing stdin does: the session ends, the calls in
+flight are cancelled, and the Host closes its upstream servers (one blocked in a call included) before the process
+exits, so none is left behind. A second signal, or a shutdown that takes longer than SHUTDOWN_GRACE_S, exits at
+once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from mcphost import discovery
 from mcphost.cli.common import load_or_exit
 from mcphost.paths import config_path
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Closing an upstream takes up to 6 s (stdin closed, 2 s; SIGTERM, 2 s; SIGKILL, 2 s): past this, something hangs.
+SHUTDOWN_GRACE_S = 15.0
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
@@ -27,30 +44,74 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 def run(args: argparse.Namespace) -> int:
     if not args.in_process:
-        target = discovery.for_config(config_path(args.config))
+        path = config_path(getattr(args, "config", None))
+        target = discovery.for_config(path)
         if target is not None:
-            # Only the path taken is imported: a relay needs none of the host, the in-process gateway no relay.
-            from mcphost.serve.relay import relay
+            # Only the path taken is imported: a relay needs the host only if its daemon goes away.
+            from mcphost.serve.relay import Target, relay
 
-            mcp = target["mcp"]
-            print(f"mcphost: relaying to the daemon {target['pid']} at {mcp['url']}", file=sys.stderr, flush=True)
-            anyio.run(relay, mcp["url"], dict(mcp.get("headers") or {}))
+            first = Target.from_info(target)
+            print(f"mcphost: relaying to {first.name}", file=sys.stderr, flush=True)
+            anyio.run(until_signalled, lambda stop: relay(first, path, lambda: _local_server(args), stop))
             return 0
     return _in_process(args)
 
 
 def _in_process(args: argparse.Namespace) -> int:
-    from mcphost.host import Host
-    from mcphost.serve.mcp_server import build_server
     from mcphost.serve.stdio import serve_stdio
 
     loaded = load_or_exit(args)
 
-    async def main() -> None:
-        async with Host(loaded, watch=True) as host:
-            server = build_server(host.gateway, stdio=True)
-            async with serve_stdio() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+    async def main(stop: anyio.Event) -> None:
+        async with _local_server(args, loaded) as server, serve_stdio(stop) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    anyio.run(until_signalled, main)
     return 0
+
+
+@asynccontextmanager
+async def _local_server(args: argparse.Namespace, loaded: Any = None) -> AsyncIterator[Server[Any]]:
+    """The gateway in this process: its Host (upstreams started, config followed) and the agent's MCP server."""
+    from mcphost.config import load_config
+    from mcphost.demo.default import default_config
+    from mcphost.host import Host
+    from mcphost.serve.mcp_server import build_server
+
+    # A relay falling back here reports a config that does not load (ConfigError) instead of exiting.
+    if loaded is None:
+        loaded = load_config(getattr(args, "config", None), default=default_config)
+    async with Host(loaded, watch=True) as host:
+        yield build_server(host.gateway, stdio=True)
+
+
+async def until_signalled(main: Callable[[anyio.Event], Awaitable[None]]) -> None:
+    """Run `main(stop)`; a shutdown signal sets `stop`, which ends the agent's input, so `main` returns through its
+    own exits. Not by cancelling it: the Host must close its upstreams as it does at the end of any session."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+
+        async def on_signals() -> None:
+            with anyio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals:
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if stop.is_set():
+                        _exit_now(f"{name} again: exiting at once", signum)
+                    print(f"mcphost: {name}: closing the upstream servers, then exiting", file=sys.stderr, flush=True)
+                    stop.set()
+                    tg.start_soon(_deadline, signum)
+
+        tg.start_soon(on_signals)
+        await main(stop)
+        tg.cancel_scope.cancel()
+
+
+async def _deadline(signum: int) -> None:
+    await anyio.sleep(SHUTDOWN_GRACE_S)
+    _exit_now(f"still shutting down after {SHUTDOWN_GRACE_S:.0f} s: exiting at once", signum)
+
+
+def _exit_now(why: str, signum: int) -> None:
+    # The upstreams' own parent-death signal takes them down with us.
+    print(f"mcphost: {why}", file=sys.stderr, flush=True)
+    os._exit(128 + signum)

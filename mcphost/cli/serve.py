@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
-import secrets
 import sys
 
 import anyio
@@ -18,7 +16,8 @@ from mcphost.editor.hub import EditorHub
 from mcphost.editor.listener import listening, serve_stdio
 from mcphost.editor.protocol import McpEndpoint
 from mcphost.host import Host
-from mcphost.serve.http_app import MCP_PATH
+from mcphost.paths import UnsafeDirectory, private_runtime_dir
+from mcphost.serve.http_app import MCP_PATH, Secrets
 from mcphost.serve.http_server import bind_loopback, serve_http
 
 
@@ -46,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
             loaded = LoadedConfig(Config(), exc.file, exists=True)
     else:
         loaded = load_or_exit(args)
+    try:
+        # Before anything listens: the discovery file and the editor socket go there, and others must not swap them.
+        private_runtime_dir()
+    except UnsafeDirectory as exc:
+        print(f"mcphost: {exc}", file=sys.stderr)
+        return 1
     port = args.port if args.port is not None else loaded.config.daemon.port
     try:
         sock = bind_loopback(port)
@@ -53,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcphost: cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another with --port", file=sys.stderr)
         return 1
     port = sock.getsockname()[1]
-    # A fixed token lets a person pin it in an agent's config; by default every daemon gets a fresh one.
-    token = os.environ.get("MCPHOST_TOKEN") or secrets.token_urlsafe(32)
+    try:
+        secrets_ = Secrets.for_daemon()
+    except ValueError as exc:
+        print(f"mcphost: {exc}", file=sys.stderr)
+        return 1
     url = f"http://127.0.0.1:{port}{MCP_PATH}"
 
     async def main() -> None:
@@ -67,12 +75,12 @@ def run(args: argparse.Namespace) -> int:
                 activity=host.activity,
                 upstreams=host.upstreams,
                 config=lambda: (host.loaded.path, host.config_error),
-                endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {token}"}),
+                endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
             )
             host.on_event(hub.host_changed)
             async with listening(hub) as editor_socket:
                 until = functools.partial(serve_stdio, hub) if args.stdio else None
-                await serve_http(host, sock, token, url, editor_socket=editor_socket, until=until)
+                await serve_http(host, sock, secrets_, url, editor_socket=editor_socket, until=until)
 
     anyio.run(main)
     return 0

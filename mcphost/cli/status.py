@@ -43,6 +43,9 @@ async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "discovery_file": info.get("discovery_file"),
             "started_at": info.get("started_at"),
         }
+        if isinstance(info.get("api"), dict):
+            # The REST API's own token: scripts read history with it, and it opens nothing else.
+            report["api"] = info["api"]
         if not info.get("editor_socket"):
             report["error"] = "this daemon has no editor socket (an older version?)"
             reports.append(report)
@@ -63,6 +66,9 @@ def _describe(report: dict[str, Any]) -> str:
         return "\n".join(lines)
     mcp = report.get("mcp") or {}
     lines.append(f"  agent endpoint  {mcp.get('url')}  (token: see {report.get('discovery_file')})")
+    api = report.get("api") or {}
+    if api.get("url"):
+        lines.append(f"  REST API        {api['url']}  (its own token: see the same file)")
     lines.append(f"  editor socket   {report.get('editor_socket')}")
     lines.append(f"  config          {report.get('config_path')}")
     if report.get("config_error"):

@@ -14,7 +14,8 @@ import uvicorn
 
 from mcphost import discovery
 from mcphost.host import Host
-from mcphost.serve.http_app import build_http_app
+from mcphost.serve.activity_api import API_PATH
+from mcphost.serve.http_app import MCP_PATH, Secrets, build_http_app
 from mcphost.serve.mcp_server import build_server
 
 
@@ -46,7 +47,7 @@ def bind_loopback(port: int) -> socket.socket:
 async def serve_http(
     host: Host,
     sock: socket.socket,
-    token: str,
+    secrets_: Secrets,
     url: str,
     *,
     editor_socket: Path | None = None,
@@ -54,7 +55,8 @@ async def serve_http(
 ) -> None:
     """Serve agents until a signal, or until `until` returns (`serve --stdio`: the editor closed the channel)."""
     port = sock.getsockname()[1]
-    app = build_http_app(build_server(host.gateway), token, port, activity_path=host.activity.path)
+    mcp_server = build_server(host.gateway, relay_key=secrets_.relay_key)
+    app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path)
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
     # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
     server.on_exit = lambda: host.broker.close("mcphost is shutting down")
@@ -72,13 +74,21 @@ async def serve_http(
         announced.append(
             discovery.write(
                 url=url,
-                token=token,
+                token=secrets_.agent_token,
+                api_url=url.removesuffix(MCP_PATH) + API_PATH,
+                api_token=secrets_.api_token,
+                relay_key=secrets_.relay_key,
                 config_path=str(host.loaded.path),
                 editor_socket=str(editor_socket) if editor_socket else None,
             )
         )
         print(f"mcphost: agent endpoint {url}", file=sys.stderr)
         print(f"mcphost: bearer token in {announced[0]}", file=sys.stderr, flush=True)
+        print(
+            f"mcphost: REST API {url.removesuffix(MCP_PATH) + API_PATH} (its own token: `api.token` there)",
+            file=sys.stderr,
+            flush=True,
+        )
         if editor_socket:
             print(f"mcphost: editors attach at {editor_socket} (try `mcphost approve`)", file=sys.stderr, flush=True)
 

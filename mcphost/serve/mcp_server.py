@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import re
+import secrets
 import uuid
 import weakref
 from typing import Any
@@ -29,10 +33,37 @@ INSTRUCTIONS = (
 )
 
 _VARIANTS = {variant.value: variant for variant in ToolVariant}
-# Sent by `mcphost mcp` when it relays to a daemon: one agent process is one session, whatever the protocol
-# version's idea of sessions.
-RELAY_SESSION_HEADER = "x-mcphost-relay-session"
 WARNING_PREFIX = "mcphost warning: "
+
+# Sent by `mcphost mcp` when it relays to a daemon, so that one agent process is one session whatever the protocol
+# version's idea of sessions: `<session>.<proof>`, where the proof is an HMAC of the session under the daemon's
+# relay key. The key is only in the daemon's discovery file (0600), which relays read and agents are never given:
+# a session id seen in a record or a prompt cannot be replayed, and without a valid proof a stateless request is a
+# session of one call.
+RELAY_SESSION_HEADER = "x-mcphost-relay-session"
+_RELAY_SESSION = re.compile(r"[0-9a-f]{32}")
+
+
+def relay_proof(key: str, session: str) -> str:
+    """The header value that proves `session` to the daemon holding `key`."""
+    mac = hmac.new(key.encode(), b"mcphost relay session\0" + session.encode(), hashlib.sha256).hexdigest()
+    return f"{session}.{mac}"
+
+
+def new_relay_session() -> str:
+    return uuid.uuid4().hex
+
+
+def proven_relay_session(key: str | None, header: str | None) -> str | None:
+    """The session a relay header proves under `key`, or None when it proves nothing."""
+    if not key or not header:
+        return None
+    session, _, _mac = header.partition(".")
+    if not _RELAY_SESSION.fullmatch(session):
+        return None
+    if not hmac.compare_digest(relay_proof(key, session).encode(), header.encode("utf-8", "replace")):
+        return None
+    return session
 
 
 def error_result(err: GatewayError) -> types.CallToolResult:
@@ -55,28 +86,39 @@ def outcome_result(outcome: CallOutcome) -> types.CallToolResult:
 
 
 class _Sessions:
-    """A stable id per agent connection, so the activity log can tell concurrent agents apart.
+    """A stable id per agent session, for the activity log and for "allow for this session".
 
-    SDK 2.x hands each request a fresh `ServerSession`, so the id hangs off what outlives a request: the
-    process for stdio (one agent per `mcphost mcp`), the transport's session id for HTTP, else the handshake
-    connection. Stateless 2026-era HTTP requests have none.
+    The id must be one the agent cannot choose, or copying another agent's id (it shows in records and prompts)
+    would take over that agent's session approvals. So it is, in order: the process for stdio (one agent per
+    `mcphost mcp`); a relay's session proven with the daemon's relay key; the transport's session, which the
+    daemon's session manager minted (only sessions it knows reach the server), under a name derived from its id;
+    else the handshake connection. Stateless 2026-era HTTP requests without a proof have none: a header such as
+    `mcp-session-id` names nothing the daemon gave out.
     """
 
-    def __init__(self, fixed: str | None = None) -> None:
+    def __init__(self, fixed: str | None = None, relay_key: str | None = None) -> None:
         self._fixed = fixed
+        self._relay_key = relay_key
         self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._naming_key = secrets.token_bytes(32)
+
+    def _name_of(self, transport_id: str) -> str:
+        """What records and prompts call a transport session: derived from its id, never the id itself. The id is
+        what a request names to be served inside the session; whoever read it in a record could do just that."""
+        digest = hmac.new(self._naming_key, transport_id.encode(), hashlib.sha256).hexdigest()
+        return f"http-{digest[:24]}"
 
     def session_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         if self._fixed is not None:
             return self._fixed
+        if ctx.request is not None:
+            relayed = proven_relay_session(self._relay_key, ctx.request.headers.get(RELAY_SESSION_HEADER))
+            if relayed is not None:
+                return f"relay-{relayed}"
         connection = getattr(ctx.session, "_connection", None)
         transport_id = getattr(connection, "session_id", None)
         if transport_id:
-            return str(transport_id)
-        if ctx.request is not None:
-            header = ctx.request.headers.get("mcp-session-id") or ctx.request.headers.get(RELAY_SESSION_HEADER)
-            if header:
-                return str(header)
+            return self._name_of(str(transport_id))
         if connection is None or getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
             # 2026-era HTTP is one exchange per request: there is no session to name, and a fresh id per call
             # would only pretend there were.
@@ -116,10 +158,11 @@ def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
     return ask
 
 
-def build_server(gateway: Gateway, *, stdio: bool = False) -> Server[Any]:
-    """The MCP server over `gateway`; `stdio=True` when the process serves exactly one agent."""
+def build_server(gateway: Gateway, *, stdio: bool = False, relay_key: str | None = None) -> Server[Any]:
+    """The MCP server over `gateway`; `stdio=True` when the process serves exactly one agent; `relay_key` checks
+    the session proofs of `mcphost mcp` relays."""
     tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
-    sessions = _Sessions(fixed=f"stdio-{uuid.uuid4().hex[:12]}" if stdio else None)
+    sessions = _Sessions(fixed=f"stdio-{uuid.uuid4().hex[:12]}" if stdio else None, relay_key=relay_key)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -1,15 +1,22 @@
-"""MCP over this process's stdin/stdout on asyncio pipes, for `mcphost mcp`.
+"""MCP over this process's stdin/stdout on asyncio pipes, for `mcphost mcp` (in process, and the relay's agent side).
 
 The SDK's `stdio_server` reads and writes through worker threads; a profile of `mcphost mcp` put about a
 third of its time in those hand-offs. Pipes on the event loop (`mcphost.pipes`) do the same job without threads.
+
+Every request gets an answer, even one that cannot be read: a line the JSON parser refuses (nested deeper than it
+goes, a lone UTF-16 surrogate, not UTF-8, not JSON, not JSON-RPC) is answered here with the JSON-RPC error that
+names the problem, under the request's id when one can be found in it, so that the agent never waits forever.
+Lines that parse cost nothing more than before: the slow path runs only when the parser has already refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,27 +25,65 @@ import anyio
 import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from pydantic import ValidationError
 
-from mcphost.pipes import claim_stdio, is_pipe_or_socket, pipe_streams
+from mcphost.pipes import MAX_LINE, claim_stdio, is_pipe_or_socket, pipe_streams
 
 logger = logging.getLogger(__name__)
 
+# How deep pydantic-core's JSON parser goes (brackets in the whole message, JSON-RPC envelope included).
+PARSER_DEPTH = 200
+
 
 @asynccontextmanager
-async def serve_stdio() -> AsyncIterator[tuple[Any, Any]]:
-    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys."""
+async def serve_stdio(stop: anyio.Event | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys.
+
+    Setting `stop` ends the input as if the agent had closed it: whoever reads the stream winds down the way it does
+    at the end of a session (a server returns from `run`), not by being cancelled.
+    """
     if not (is_pipe_or_socket(0) and is_pipe_or_socket(1)) or os.isatty(0):
-        async with stdio_server() as streams:
-            yield streams
+        async with stdio_server() as (read, write):
+            if stop is None:
+                yield read, write
+                return
+            async with _ended_by(stop, read) as ending_read:
+                yield ending_read, write
         return
 
-    async with pipe_streams(*claim_stdio()) as (reader, writer), _session_streams(reader, writer) as streams:
+    async with pipe_streams(*claim_stdio()) as (reader, writer), _session_streams(reader, writer, stop) as streams:
         yield streams
 
 
 @asynccontextmanager
+async def _ended_by(stop: anyio.Event, read: Any) -> AsyncIterator[Any]:
+    """A copy of the `read` stream that ends when `stop` is set."""
+    to_reader, from_copy = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+
+    async def copy() -> None:
+        async with to_reader:
+            with anyio.CancelScope() as reading:
+
+                async def on_stop() -> None:
+                    await stop.wait()
+                    reading.cancel()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(on_stop)
+                    async for item in read:
+                        await to_reader.send(item)
+                    tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(copy)
+        yield from_copy
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
 async def _session_streams(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: anyio.Event | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`."""
     to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
@@ -47,27 +92,33 @@ async def _session_streams(
     writer_done = anyio.Event()
 
     async def stdin_reader() -> None:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError), anyio.CancelScope() as reading:
+            if stop is not None:
+                tg.start_soon(_stop_reading, reading)
+            # Reading ends at the end of input or at `stop`; either way `to_server` closes: the session's end.
             await _pump_stdin()
+
+    async def _stop_reading(reading: anyio.CancelScope) -> None:
+        assert stop is not None
+        await stop.wait()
+        reading.cancel()
 
     async def _pump_stdin() -> None:
         async with to_server:
             while True:
-                try:
-                    line = await reader.readline()
-                except (asyncio.LimitOverrunError, ValueError) as exc:
-                    await to_server.send(exc)
-                    continue
-                if not line:
+                read = await _read_line(reader)
+                if read is None:
                     return
+                line, too_long = read
                 if not line.strip():
                     continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await to_server.send(exc)
-                    continue
-                await to_server.send(SessionMessage(message))
+                parsed = parse_line(line, too_long)
+                if isinstance(parsed, SessionMessage):
+                    await to_server.send(parsed)
+                elif parsed is not None:
+                    writer.write(parsed)
+                    with contextlib.suppress(ConnectionError):
+                        await writer.drain()
 
     async def stdout_writer() -> None:
         try:
@@ -92,3 +143,213 @@ async def _session_streams(
             with anyio.move_on_after(5):
                 await writer_done.wait()
             tg.cancel_scope.cancel()
+
+
+async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:
+    """The next line, and whether it was longer than MAX_LINE (then only its start is kept, the rest is skipped);
+    None at the end of input."""
+    try:
+        return await reader.readuntil(b"\n"), False
+    except asyncio.IncompleteReadError as exc:
+        return (exc.partial, False) if exc.partial else None
+    except asyncio.LimitOverrunError as exc:
+        head = await reader.readexactly(exc.consumed)
+        while True:
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as more:
+                await reader.readexactly(more.consumed)
+            except asyncio.IncompleteReadError:
+                break
+        return head, True
+
+
+# ---- answering what cannot be read
+
+
+def parse_line(line: bytes, too_long: bool = False) -> SessionMessage | bytes | None:
+    """The message on `line`; else the error line that answers it; else None (nothing to answer)."""
+    if too_long:
+        return rejection(line, None, too_long=True)
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        return rejection(line, exc)
+    if isinstance(message, types.JSONRPCNotification) and b'"id"' in line:
+        # The notification model ignores unknown keys: a request whose id is neither a string nor a number would
+        # pass for a notification and never be answered.
+        answer = _bad_id(line)
+        if answer is not None:
+            return answer
+    return SessionMessage(message)
+
+
+def rejection(line: bytes, exc: ValidationError | None, *, too_long: bool = False) -> bytes | None:
+    """The JSON-RPC error line answering `line`, or None when it needs no answer (a notification, or a response to
+    a request of ours)."""
+    text = line.decode("utf-8", "replace")
+    members = top_level_members(text)
+    if "method" not in members and ("result" in members or "error" in members):
+        logger.warning("unreadable response from the agent, dropped: %s", _describe(exc) if exc else "too long")
+        return None
+    if "method" in members and "id" not in members:
+        logger.warning("unreadable notification from the agent, dropped: %s", _describe(exc) if exc else "too long")
+        return None
+    request_id = members.get("id")
+    if not _valid_id(request_id):
+        request_id = None
+    if too_long:
+        code, message = INVALID_REQUEST, f"Invalid request: the message is longer than {MAX_LINE} bytes"
+    else:
+        assert exc is not None
+        code, message = _classify(line, exc)
+    logger.warning("answered an unreadable request from the agent (id %r): %s", request_id, message)
+    return _error_line(request_id, code, message)
+
+
+def _bad_id(line: bytes) -> bytes | None:
+    members = top_level_members(line.decode("utf-8", "replace"))
+    if "id" not in members or _valid_id(members["id"]):
+        return None
+    message = "Invalid request: the id must be a string or a number"
+    logger.warning("answered a request from the agent with an unusable id: %r", members["id"])
+    return _error_line(None, INVALID_REQUEST, message)
+
+
+def _classify(line: bytes, exc: ValidationError) -> tuple[int, str]:
+    errors = exc.errors(include_url=False)
+    first: dict[str, Any] = dict(errors[0]) if errors else {"type": "", "msg": str(exc)}
+    if first["type"] == "json_invalid":
+        detail = str((first.get("ctx") or {}).get("error") or first["msg"])
+        if "recursion limit" in detail:
+            return INVALID_PARAMS, (
+                f"Invalid params: the message nests deeper than {PARSER_DEPTH} levels of brackets, more than "
+                f"mcphost reads ({detail}); flatten the arguments"
+            )
+        if "surrogate" in detail or _holds_lone_surrogate(line):
+            return INVALID_PARAMS, (
+                f"Invalid params: a string holds a lone UTF-16 surrogate, which is not Unicode text ({detail}); "
+                "send the text as UTF-8, or a character outside the BMP as an escaped surrogate pair"
+            )
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return PARSE_ERROR, f"Parse error: the line is not UTF-8 (a byte at offset {bad.start} is not valid)"
+        return PARSE_ERROR, f"Parse error: {detail}"
+    return _shape_error(errors)
+
+
+def _holds_lone_surrogate(line: bytes) -> bool:
+    """Whether `line` is JSON that Python reads but that holds text no UTF-8 can carry (the parser names that
+    case only for some escapes: "\\ud800 then text" reads to it as a broken escape)."""
+    try:
+        value = json.loads(line)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
+def _shape_error(errors: list[Any]) -> tuple[int, str]:
+    """JSON that is no JSON-RPC message: -32602 when only the params of a request are wrong, else -32600."""
+    as_request = [e for e in errors if e.get("loc")[:1] == ("JSONRPCRequest",)] or errors
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in e['loc'][1:]) or 'message'}: {e['msg']}" for e in as_request[:3]
+    )
+    if all(len(e["loc"]) > 1 and e["loc"][1] == "params" for e in as_request):
+        return INVALID_PARAMS, f"Invalid params: {problems}"
+    return INVALID_REQUEST, f"Invalid request: not a JSON-RPC 2.0 request ({problems})"
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(str(e["msg"]) for e in exc.errors(include_url=False)[:3])
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _error_line(request_id: Any, code: int, message: str) -> bytes:
+    # json.dumps escapes to ASCII: an id holding a lone surrogate goes back exactly as it came.
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return json.dumps(body).encode("ascii") + b"\n"
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_BRACKET_OR_QUOTE = re.compile(r'["\[\]{}]')
+_NESTED = object()  # a member whose value is an object or array: present, not read
+# Control characters in strings are read too: the point is to find the id, not to judge the line.
+_DECODER = json.JSONDecoder(strict=False)
+
+
+def _string(text: str, quote: int) -> tuple[str, int]:
+    """The JSON string whose opening quote is at `quote`, and the index past it (ValueError if it is not one)."""
+    value, end = _DECODER.raw_decode(text, quote)
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value, end
+
+
+def top_level_members(text: str) -> dict[str, Any]:
+    """The members of the JSON object in `text` that hold scalars (and which others are present), read without
+    recursion however deep the other values nest; stops quietly at the first thing it cannot read."""
+    found: dict[str, Any] = {}
+    n = len(text)
+    i = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if i >= n or text[i] != "{":
+        return found
+    i += 1
+    try:
+        while True:
+            i = _WS.match(text, i).end()  # type: ignore[union-attr]
+            if i >= n or text[i] != '"':
+                return found
+            key, i = _string(text, i)
+            i = _WS.match(text, i).end()  # type: ignore[union-attr]
+            if i >= n or text[i] != ":":
+                return found
+            i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+            if i >= n:
+                return found
+            if text[i] in "[{":
+                i = _skip_nested(text, i)
+                if i < 0:
+                    found.setdefault(key, _NESTED)
+                    return found
+                found[key] = _NESTED
+            elif text[i] == '"':
+                found[key], i = _string(text, i)
+            else:
+                scalar = _SCALAR.match(text, i)
+                if scalar is None:
+                    return found
+                found[key] = json.loads(scalar.group())
+                i = scalar.end()
+            i = _WS.match(text, i).end()  # type: ignore[union-attr]
+            if i >= n or text[i] != ",":
+                return found
+            i += 1
+    except ValueError:
+        return found
+
+
+def _skip_nested(text: str, i: int) -> int:
+    """The index just past the object or array that starts at `i`, or -1 if it does not end."""
+    depth = 0
+    while True:
+        found = _BRACKET_OR_QUOTE.search(text, i)
+        if found is None:
+            return -1
+        char, i = found.group(), found.end()
+        if char == '"':
+            _, i = _string(text, i - 1)
+        elif char in "[{":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return i

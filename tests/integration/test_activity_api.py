@@ -69,6 +69,10 @@ class World:
     def api(self) -> str:
         return self.daemon.url.removesuffix("/mcp") + "/api/v1/activity"
 
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.daemon.api_headers
+
     def newest_first(self) -> list[dict[str, Any]]:
         """The log as the API shows it: newest first, a call's start left out once its outcome names it."""
         records = list(reversed(self.box.records()))
@@ -127,7 +131,7 @@ async def get(
     world: World, params: Sequence[tuple[str, str]] | dict[str, str] = (), headers: dict[str, str] | None = None
 ) -> httpx2.Response:
     """One request; its answer must match the OpenAPI document whatever its status."""
-    sent = world.daemon.headers if headers is None else headers
+    sent = world.headers if headers is None else headers
     async with httpx2.AsyncClient(timeout=15) as http:
         response = await http.get(world.api, params=params, headers=sent)
     assert response.status_code in SCHEMA_FOR_STATUS, response.text
@@ -148,7 +152,7 @@ async def ok(world: World, params: Sequence[tuple[str, str]] | dict[str, str] = 
 
 
 async def test_requests_without_the_right_token_are_refused(world: World) -> None:
-    token = world.daemon.token
+    token = world.headers["Authorization"].removeprefix("Bearer ")
     for headers in (
         {},
         {"Authorization": "Bearer wrong"},
@@ -161,6 +165,25 @@ async def test_requests_without_the_right_token_are_refused(world: World) -> Non
         assert response.json()["error"] == "unauthorized"
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
     assert (await get(world, {"limit": "1"})).status_code == 200
+
+
+async def test_the_agent_token_does_not_open_the_activity_api(world: World) -> None:
+    # An agent holds the /mcp token; with it, it must not read every agent's history (issue 13).
+    response = await get(world, {"limit": "1"}, headers=world.daemon.headers)
+    assert response.status_code == 401
+    assert "api.token" in response.json()["message"]
+    assert world.daemon.api_url == world.api
+    assert world.headers != world.daemon.headers
+
+
+async def test_the_api_token_does_not_open_the_agent_endpoint(world: World) -> None:
+    async with httpx2.AsyncClient(timeout=15) as http:
+        response = await http.post(
+            world.daemon.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={**world.headers, "Accept": "application/json, text/event-stream"},
+        )
+    assert response.status_code == 401
 
 
 # ---- filters

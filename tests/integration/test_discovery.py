@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
+import pytest
 
-from tests.helpers import Sandbox, daemon, mcphost
+from mcphost import discovery
+from tests.helpers import Sandbox, daemon, mcphost, raw_agent
 
 
 def discovery_info(box: Sandbox) -> dict[str, object]:
@@ -58,10 +69,13 @@ async def test_status_describes_the_running_daemon(sandbox: Sandbox) -> None:
     assert f"daemon {d.process.pid}" in result.stdout
     assert d.url in result.stdout
     assert d.token not in result.stdout  # the text view points at the file, it never prints the token
+    assert d.info["api"]["url"] in result.stdout and d.info["api"]["token"] not in result.stdout
     [report] = json.loads(as_json.stdout)["daemons"]
     assert report["pid"] == d.process.pid
     assert report["mcp"]["url"] == d.url
     assert report["editors"] == []  # `mcphost status` itself only looks: it is no approver
+    assert report["api"] == d.info["api"] and report["api"]["url"] == d.url.removesuffix("/mcp") + "/api/v1/activity"
+    assert report["api"]["token"] not in (d.token, "")
     assert [s["name"] for s in report["servers"]] == ["probe"]
 
 
@@ -69,3 +83,188 @@ def test_status_with_no_daemon_says_how_to_start_one(sandbox: Sandbox) -> None:
     result = mcphost(sandbox, "status")
     assert result.returncode == 0
     assert "mcphost serve" in result.stdout
+
+
+# ---- what `mcphost` trusts in the runtime dir (issue 13): only the user's own private files, naming a process of
+# theirs and an endpoint on loopback. A planted file must never send an agent's session to someone else's listener.
+
+
+def process_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), as the daemon records it beside its pid."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return int(stat_line.rsplit(")", 1)[1].split()[19])
+
+
+def plant(
+    box: Sandbox, pid: int, url: str, *, mode: int = 0o600, config: Path | None = None, started: int | None = None
+) -> Path:
+    """A discovery file as a daemon writes it, for `pid` (that started at `started`), naming `url` as its agent
+    endpoint."""
+    run = box.root / "run"
+    run.mkdir(mode=0o700, exist_ok=True)
+    path = run / f"daemon-{pid}.json"
+    info = {
+        "pid": pid,
+        "pid_start": process_start(pid) if started is None else started,
+        "version": "0.1.0",
+        "started_at": "2026-01-01T00:00:00Z",
+        "mcp": {"url": url, "headers": {"Authorization": "Bearer planted"}},
+        "config_path": str(config or box.config),
+        "editor_socket": None,
+    }
+    path.write_text(json.dumps(info), encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+@contextmanager
+def sleeper() -> Iterator[int]:
+    """A live process of this user, to stand for a daemon that wrote a file."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def listener() -> Iterator[tuple[str, list[object]]]:
+    """Someone's HTTP listener on loopback; records every connection it gets."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.settimeout(0.2)
+    seen: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            seen.append(conn)
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", seen
+    finally:
+        stop.set()
+        thread.join(5)
+        sock.close()
+
+
+def status_json(box: Sandbox) -> tuple[list[dict[str, object]], str]:
+    result = mcphost(box, "status", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    daemons: list[dict[str, object]] = json.loads(result.stdout)["daemons"]
+    return daemons, result.stderr
+
+
+def test_a_well_formed_discovery_file_of_a_live_process_is_trusted(sandbox: Sandbox) -> None:
+    # The control for the tests below: the same file, nothing wrong with it, is taken for a daemon.
+    sandbox.write_config("")
+    with sleeper() as pid, listener() as (url, _seen):
+        plant(sandbox, pid, url)
+        daemons, _ = status_json(sandbox)
+    assert [d["pid"] for d in daemons] == [pid]
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("group-readable", "mode 0640"),
+        ("symlink", "symlink"),
+        ("foreign-pid", "process 1"),
+        ("remote-url", "not on loopback"),
+    ],
+)
+def test_a_planted_discovery_file_is_ignored_with_a_message(sandbox: Sandbox, kind: str, reason: str) -> None:
+    sandbox.write_config("")
+    with sleeper() as pid, listener() as (url, seen):
+
+        def planted() -> Path:
+            if kind == "group-readable":
+                return plant(sandbox, pid, url, mode=0o640)
+            if kind == "symlink":
+                link = sandbox.root / "run" / f"daemon-{pid}.json"
+                if not link.is_symlink():
+                    target = plant(sandbox, pid, url).rename(sandbox.root / "elsewhere.json")
+                    link.symlink_to(target)
+                return link
+            if kind == "foreign-pid":
+                # The daemon that wrote it is gone; pid 1 now names init, never a daemon of this user's.
+                return plant(sandbox, 1, url, started=process_start(pid))
+            return plant(sandbox, pid, "http://192.0.2.7:8000/mcp")
+
+        path = planted()
+        daemons, stderr = status_json(sandbox)
+        planted()  # a stale file is removed once reported: put it back for `mcphost mcp` to find
+        with anyio.from_thread.start_blocking_portal() as portal:
+            relay_stderr = portal.call(_mcp_session_stderr, sandbox)
+    assert daemons == []
+    assert f"ignoring {path}" in stderr and reason in stderr, stderr
+    assert "relaying" not in relay_stderr and f"ignoring {path}" in relay_stderr, relay_stderr
+    assert seen == [], "nothing may connect to a listener named by a planted file"
+
+
+async def _mcp_session_stderr(box: Sandbox) -> str:
+    """`mcphost mcp` answers an agent's handshake; what it said on stderr meanwhile."""
+    async with raw_agent(box) as raw:
+        answer = await raw.initialize()
+        assert answer["result"]["serverInfo"]["name"] == "mcphost"
+    return raw.stderr
+
+
+def test_a_pid_of_another_user_is_not_a_daemon(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    with sleeper() as pid, listener() as (url, _seen):
+        plant(sandbox, pid, url)
+        real_kill = os.kill
+
+        def kill(target: int, sig: int) -> None:
+            if target == pid:
+                raise PermissionError(1, "Operation not permitted")  # what signalling another user's process gives
+            real_kill(target, sig)
+
+        monkeypatch.setattr(os, "kill", kill)
+        found = discovery.running()
+        monkeypatch.undo()
+    assert found == []
+    assert f"process {pid} belongs to another user" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("problem", ["open-to-others", "group-writable", "foreign-owner"])
+def test_a_runtime_dir_others_can_write_is_refused_with_how_to_fix_it(sandbox: Sandbox, problem: str) -> None:
+    sandbox.write_config("")
+    run = sandbox.root / "run"
+    with sleeper() as pid, listener() as (url, seen):
+        plant(sandbox, pid, url)
+        if problem == "open-to-others":
+            run.chmod(0o777)
+        elif problem == "group-writable":
+            run.chmod(0o770)
+        else:
+            if os.geteuid() != 0:
+                pytest.skip("giving a directory to another user takes root")
+            os.chown(run, 65534, 65534)
+        daemons, stderr = status_json(sandbox)
+        with anyio.from_thread.start_blocking_portal() as portal:
+            relay_stderr = portal.call(_mcp_session_stderr, sandbox)
+        try:
+            serve = mcphost(sandbox, "serve", "--port", "0", timeout=20)
+            serve_code, serve_stderr = serve.returncode, serve.stderr
+        except subprocess.TimeoutExpired:
+            serve_code, serve_stderr = None, "(still running after 20 s)"
+    assert daemons == []
+    assert f"refusing the runtime dir {run}" in stderr, stderr
+    fix = "MCPHOST_RUNTIME_DIR" if problem == "foreign-owner" else f"chmod 700 {run}"
+    assert fix in stderr and "MCPHOST_RUNTIME_DIR" in stderr
+    assert "relaying" not in relay_stderr and "refusing the runtime dir" in relay_stderr
+    assert seen == []
+    assert serve_code == 1 and f"refusing the runtime dir {run}" in serve_stderr, serve_stderr

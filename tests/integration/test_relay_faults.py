@@ -1,0 +1,248 @@
+"""`mcphost mcp` when things go wrong under it (issue 13): its daemon dies mid-call or while idle, a new one starts,
+and the process is told to stop while an upstream is blocked in a call. The agent's session carries on through
+the first, and nothing is left running after the second."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcphost import discovery
+from tests.editor_client import allow, editor
+from tests.helpers import Daemon, RawAgent, Sandbox, agent, daemon, error_of, raw_agent, text_of
+
+ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
+READ = {"operation_type": "read"}
+
+
+def alive(pid: int) -> bool:
+    """Running, or at least not yet dead: a zombie (killed, not reaped) counts as gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+async def wait_for(path: Path, timeout: float = 20) -> None:
+    with anyio.fail_after(timeout):
+        # The probe's slow tool announces itself with a file from another process: nothing to wait on but that.
+        while not path.exists():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+
+
+async def kill_hard(d: Daemon) -> None:
+    """kill -9: nothing of the daemon's own runs, not even its cleanup."""
+    d.process.kill()
+    await anyio.to_thread.run_sync(d.process.wait, 15)
+
+
+def slow_args(box: Sandbox) -> dict[str, Any]:
+    return {"started": str(box.root / "started"), "gate": str(box.root / "gate")}
+
+
+async def test_a_call_in_flight_when_the_daemon_dies_gets_an_error_and_the_session_carries_on(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    errlog_path = sandbox.root / "agent.stderr"
+    try:
+        with errlog_path.open("w", encoding="utf-8") as errlog:
+            async with daemon(sandbox) as first, agent(sandbox, errlog=errlog) as client:
+                ok = await client.call_tool("call_tool_read", {"name": "probe:read_notes", "intent": READ})
+                assert not ok.is_error and sandbox.tool_calls()[-1]["session_id"].startswith("relay-")
+
+                outcome: dict[str, Any] = {}
+
+                async def slow_call() -> None:
+                    try:
+                        outcome["result"] = await client.call_tool(
+                            "call_tool_read", {"name": "probe:slow", "args": slow_args(sandbox), "intent": READ}
+                        )
+                    except MCPError as exc:
+                        outcome["error"] = exc
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(slow_call)
+                    await wait_for(sandbox.root / "started")
+                    await kill_hard(first)
+                    with anyio.fail_after(20):
+                        while not outcome:  # noqa: ASYNC110
+                            await anyio.sleep(0.02)
+
+                assert "error" in outcome, outcome
+                message = outcome["error"].error.message
+                assert f"the daemon {first.process.pid}" in message and "went away during this call" in message
+
+                # The next call is served at once, in this process now that no daemon runs.
+                again = await client.call_tool(
+                    "call_tool_read", {"name": "probe:read_notes", "args": {"text": "again"}, "intent": READ}
+                )
+                assert text_of(again) == "read_notes: again"
+                assert sandbox.tool_calls()[-1]["session_id"].startswith("stdio-")
+                nobody = await client.call_tool(
+                    "call_tool_write", {"name": "probe:plain_echo", "intent": {"operation_type": "write"}}
+                )
+                assert error_of(nobody)["code"] == "NO_APPROVER"
+
+                # A daemon for the same config again: the relay goes back to it between calls.
+                discovery.running()  # the killed daemon's file goes, as any command that looks removes it
+                async with daemon(sandbox) as second, editor(second.editor_socket, allow()) as ed:
+                    with anyio.fail_after(20):
+                        while True:
+                            result = await client.call_tool(
+                                "call_tool_write", {"name": "probe:plain_echo", "intent": {"operation_type": "write"}}
+                            )
+                            if not result.is_error:
+                                break
+                            assert error_of(result)["code"] == "NO_APPROVER"
+                            await anyio.sleep(0.2)
+                    assert len(ed.prompts) == 1
+    finally:
+        (sandbox.root / "gate").touch()  # the killed daemon's upstream is still blocked in `slow`: let it go
+    stderr = errlog_path.read_text(encoding="utf-8")
+    assert "Traceback" not in stderr, stderr
+    assert f"the daemon {first.process.pid}" in stderr
+
+
+async def test_a_relay_whose_daemon_died_while_idle_moves_to_the_new_one_without_an_error(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as first, agent(sandbox) as client:
+        assert not (await client.call_tool("call_tool_read", {"name": "probe:read_notes", "intent": READ})).is_error
+        await kill_hard(first)
+        discovery.running()
+        async with daemon(sandbox) as second, editor(second.editor_socket, allow()) as ed:
+            # Nothing was in flight: the call that finds the daemon gone goes to the new one, unharmed.
+            result = await client.call_tool(
+                "call_tool_write", {"name": "probe:plain_echo", "intent": {"operation_type": "write"}}
+            )
+            assert not result.is_error, text_of(result)
+            assert len(ed.prompts) == 1
+
+
+# An upstream stuck in a call the hard way: blocked in the tool's own code, it reads nothing, not even the end of
+# its input, so only a signal ends it (the probe's `slow` tool would end as soon as its stdin closed). It notes a
+# SIGTERM, which only an orderly close of the host sends: a host that just dies takes its children down with
+# SIGKILL (PR_SET_PDEATHSIG, on Linux), with no cleanup of its own.
+STUBBORN = """
+import json, os, signal, sys, time
+from pathlib import Path
+
+
+def stopped(signum, frame):
+    Path(os.environ["STUB_STOPPED"]).write_text("SIGTERM")
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, stopped)
+Path(os.environ["STUB_PID"]).write_text(str(os.getpid()))
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "stubborn", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "block", "description": "Block in a call", "inputSchema": {"type": "object"},
+                             "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        Path(os.environ["STUB_STARTED"]).touch()
+        time.sleep(120)
+        result = {"content": [{"type": "text", "text": "done"}]}
+    else:
+        error = {"code": -32601, "message": "not here"}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def stubborn_server(box: Sandbox) -> str:
+    script = box.root / "stubborn.py"
+    script.write_text(STUBBORN, encoding="utf-8")
+    env = ", ".join(
+        f"{name} = {json.dumps(str(box.root / file))}"
+        for name, file in (("STUB_PID", "stub.pid"), ("STUB_STARTED", "started"), ("STUB_STOPPED", "stopped"))
+    )
+    return (
+        f"[servers.stubborn]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
+        f"env = {{ {env} }}\n"
+    )
+
+
+async def stop_during_a_blocked_call(box: Sandbox, raw: RawAgent, signum: int) -> int:
+    """Block the upstream in a call, send `signum` to `mcphost mcp`; returns the upstream's pid once it is gone."""
+    call = {"name": "stubborn:block", "intent": READ}
+    await raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "block",
+            "method": "tools/call",
+            "params": {"name": "call_tool_read", "arguments": call},
+        }
+    )
+    await wait_for(box.root / "started", timeout=30)
+    upstream = int((box.root / "stub.pid").read_text(encoding="utf-8"))
+    assert alive(upstream)
+    raw.process.send_signal(signum)
+    with anyio.fail_after(10):
+        await raw.process.wait()
+    try:
+        with anyio.fail_after(10):
+            # Another process's death: no event to wait on, only its /proc entry to look at.
+            while alive(upstream):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+    except TimeoutError:
+        os.kill(upstream, signal.SIGKILL)
+        raise AssertionError(f"the upstream {upstream} outlived `mcphost mcp`") from None
+    stopped = box.root / "stopped"
+    assert stopped.exists(), "the upstream was killed with its host, not closed by it"
+    return upstream
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+async def test_a_signal_ends_mcphost_mcp_and_the_upstream_blocked_in_a_call(sandbox: Sandbox, signum: int) -> None:
+    sandbox.write_config(ALLOW_ALL + stubborn_server(sandbox))
+    async with raw_agent(sandbox, "--in-process") as raw:
+        await raw.initialize()
+        await stop_during_a_blocked_call(sandbox, raw, signum)
+    assert "Traceback" not in raw.stderr, raw.stderr
+    assert signal.Signals(signum).name in raw.stderr
+
+
+async def test_sigterm_ends_a_relay_serving_in_process_and_its_upstream(sandbox: Sandbox) -> None:
+    sandbox.write_config(ALLOW_ALL + stubborn_server(sandbox))
+    async with daemon(sandbox) as d, raw_agent(sandbox) as raw:
+        await raw.initialize()
+        await kill_hard(d)
+        daemons_upstream = int((sandbox.root / "stub.pid").read_text(encoding="utf-8"))
+        (sandbox.root / "stub.pid").unlink()
+        upstream = await stop_during_a_blocked_call(sandbox, raw, signal.SIGTERM)
+        assert upstream != daemons_upstream
+    assert "relaying to the daemon" in raw.stderr
+    assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def test_sigterm_ends_a_relay_at_once_and_leaves_its_daemon_serving(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as d:
+        async with raw_agent(sandbox) as raw:
+            await raw.initialize()
+            raw.process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                await raw.process.wait()
+        assert d.process.poll() is None
+        async with agent(sandbox) as client:
+            assert not (await client.call_tool("call_tool_read", {"name": "probe:read_notes", "intent": READ})).is_error
+    assert "Traceback" not in raw.stderr, raw.stderr
