@@ -227,8 +227,9 @@ def activity_api_openapi() -> Document:
             "version": "1.0.0",
             "description": (
                 "The activity log of a running mcphost daemon, for scripts and dashboards. The daemon listens on "
-                "127.0.0.1 only; its URL and bearer token are in its discovery file "
-                "(<runtime dir>/daemon-<pid>.json: `mcp.url`, `mcp.headers.Authorization`)."
+                "127.0.0.1 only; the API's URL and its own token are in the daemon's discovery file "
+                "(<runtime dir>/daemon-<pid>.json: `api.url`, `api.token`; `mcphost status -o json` shows them). "
+                "The agents' /mcp token is refused here."
             ),
         },
         "servers": [
@@ -262,7 +263,8 @@ def activity_api_openapi() -> Document:
                         "400": _json("InvalidParameter", "A parameter is unknown, repeated, or has a bad value."),
                         "401": _json(
                             "Unauthorized",
-                            "No `Authorization: Bearer <token>` header, or the wrong token.",
+                            "No `Authorization: Bearer <token>` header, or the wrong token (the agents' token "
+                            "included).",
                             headers={"WWW-Authenticate": {"schema": {"type": "string"}}},
                         ),
                     },
@@ -275,8 +277,8 @@ def activity_api_openapi() -> Document:
                 "bearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "The daemon's token: fresh for every daemon unless MCPHOST_TOKEN sets it; "
-                    "read it from the discovery file.",
+                    "description": "The REST API's own token, not the agents' /mcp token (which it refuses): "
+                    "fresh for every daemon unless MCPHOST_API_TOKEN sets it; `api.token` in the discovery file.",
                 }
             },
         },

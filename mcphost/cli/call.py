@@ -106,11 +106,12 @@ def run(args: argparse.Namespace) -> int:
 async def _via_daemon(
     url: str, headers: dict[str, str], variant: ToolVariant, arguments: dict[str, Any]
 ) -> types.CallToolResult:
+    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    http = create_mcp_http_client(headers=headers)
+    # No proxy from the environment: the daemon is on loopback, and its token must not travel anywhere else.
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=None), trust_env=False)
     async with http, Client(streamable_http_client(url, http_client=http), cache=None) as client:
         return await client.call_tool(variant.value, arguments)
 

@@ -57,7 +57,11 @@ async def serve_http(
     port = sock.getsockname()[1]
     mcp_server = build_server(host.gateway, relay_key=secrets_.relay_key)
     app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path)
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in
+    # flight (a call cut short is recorded as cancelled) and the upstreams are closed.
+    server = _Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=3)
+    )
     # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
     server.on_exit = lambda: host.broker.close("mcphost is shutting down")
     # A signal that lands before uvicorn installs its own handlers must still end us through cleanup.

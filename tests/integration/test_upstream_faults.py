@@ -321,14 +321,7 @@ async def test_an_upstream_busy_in_a_call_dies_with_the_mcp_host(
 @pytest.mark.parametrize(
     "sig",
     [
-        pytest.param(
-            signal.SIGTERM,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the daemon does not exit on SIGTERM while an HTTP call is in flight: uvicorn waits for it "
-                "(mcphost/serve/http_server.py, outside mcphost/upstream)",
-            ),
-        ),
+        signal.SIGTERM,
         signal.SIGKILL,
     ],
     ids=["SIGTERM", "SIGKILL"],
