@@ -12,6 +12,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from tests.editor.support import call
@@ -78,3 +79,18 @@ async def test_on_a_full_disk_no_call_is_acknowledged_that_is_not_on_disk(sandbo
         os.kill(d.process.pid, signal.SIGKILL)
         d.process.wait()
     assert acknowledged == 0
+
+
+async def test_a_call_in_flight_when_the_daemon_is_stopped_is_recorded_as_cancelled(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    started, gate = sandbox.root / "started", sandbox.root / "gate"
+    async with daemon(sandbox) as d:
+        with contextlib.suppress(Exception):  # the agent's connection ends with the daemon
+            async with http_agent(d.url, d.headers) as agent:
+                pending = asyncio.create_task(call(agent, "read", "slow", {"started": str(started), "gate": str(gate)}))
+                await wait_for(started)
+                d.process.terminate()
+                await anyio.to_thread.run_sync(d.process.wait, 20)
+                pending.cancel()
+    [record] = sandbox.tool_calls()
+    assert record["status"] == "cancelled" and record["forwarded"] is True
