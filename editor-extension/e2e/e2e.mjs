@@ -160,7 +160,9 @@ async function main() {
   };
   delete env.MCPHOST_CONFIG;
   const data = dir('mcphost-data');
+  // mcphost refuses a runtime dir others could write to (a planted discovery file would capture agents): 0700.
   const runtime = dir('run');
+  fs.chmodSync(runtime, 0o700);
 
   // The workspace: mcphost in its .venv (found there by the extension), a config with the todo server upstream,
   // and settings that keep the daemon's data and runtime files in the scratch dir.

@@ -207,11 +207,11 @@ export interface RecordMetadata {
 export interface ActivityRecord {
   id: string;
   timestamp: string;
-  /** tool_call | config_reload | config_error | upstream_connected | upstream_lost | annotations_changed ... */
+  /** tool_call | tool_call_started | config_reload | config_error | upstream_connected | upstream_lost | ... */
   type: string;
   server?: string | null;
   tool?: string | null;
-  /** success | error | rejected | denied | expired */
+  /** success | error | rejected | denied | expired | cancelled | started (tool_call_started only) */
   status?: string | null;
   duration_ms?: number | null;
   metadata: RecordMetadata;
@@ -226,6 +226,10 @@ export interface ActivityRecord {
   session_id?: string | null;
   client?: string | null;
   details?: Record<string, unknown> | null;
+  /** On a write or destructive call's outcome: the id of its `tool_call_started` record, which it replaces. */
+  started_id?: string | null;
+  /** Whether a cancelled or failed call had reached the upstream server. */
+  forwarded?: boolean | null;
 }
 
 // ---- field lists, for the schema check. Their types make them list every field of the interface above, and
@@ -328,6 +332,8 @@ export const FIELDS = {
     session_id: 'optional',
     client: 'optional',
     details: 'optional',
+    started_id: 'optional',
+    forwarded: 'optional',
   } satisfies Presence<ActivityRecord>,
   Decision: {
     by: 'required',

@@ -175,6 +175,8 @@ export function formatRecord(record: ActivityRecord, now: Date = new Date()): Re
 /** The view's list: newest first (by ULID id, which sorts by time), one entry per id, at most `max`. */
 export class RecordList {
   private records: ActivityRecord[] = [];
+  /** Starts of write and destructive calls whose outcome has arrived: a late start must not come back. */
+  private readonly answered = new Set<string>();
 
   constructor(private max: number) {}
 
@@ -187,6 +189,17 @@ export class RecordList {
   add(record: ActivityRecord): boolean {
     if (this.records.some((r) => r.id === record.id)) {
       return false;
+    }
+    if (record.type === 'tool_call_started' && this.answered.has(record.id)) {
+      return false;
+    }
+    if (record.started_id) {
+      // A call's outcome takes the place of its start (a row saying it was forwarded and is under way).
+      this.answered.add(record.started_id);
+      if (this.answered.size > 10 * this.max) {
+        this.answered.delete(this.answered.values().next().value as string);
+      }
+      this.records = this.records.filter((r) => r.id !== record.started_id);
     }
     // Records arrive in order almost always; a late one is put where its id sorts.
     let index = 0;
@@ -202,6 +215,7 @@ export class RecordList {
 
   clear(): void {
     this.records = [];
+    this.answered.clear();
   }
 
   get(id: string): ActivityRecord | undefined {

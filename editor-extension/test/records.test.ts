@@ -91,6 +91,17 @@ describe('record list', () => {
     assert.equal(list.size, 1);
   });
 
+  it("shows a write's start until its outcome arrives, then only the outcome", () => {
+    const list = new RecordList(10);
+    const start = record({ id: '01J00000000000000000000001', type: 'tool_call_started', status: 'started' });
+    const outcome = record({ id: '01J00000000000000000000002', status: 'success', started_id: start.id });
+    assert.ok(list.add(start));
+    assert.deepEqual(list.list().map((r) => r.id), [start.id]);
+    assert.ok(list.add(outcome));
+    assert.deepEqual(list.list().map((r) => r.id), [outcome.id]);
+    assert.ok(!list.add(start), 'a start that arrives again after its outcome stays out');
+  });
+
   it('filters by intent', () => {
     const list = new RecordList(10);
     list.add(record({ id: 'a' }));
