@@ -7,7 +7,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,3 +294,21 @@ async def raw_agent(box: Sandbox, *extra_args: str, env: dict[str, str] | None =
                 with anyio.move_on_after(5):
                     await drained.wait()
             tg.cancel_scope.cancel()
+
+
+async def poll(predicate: Callable[[], Any], what: str, limit: float = 10) -> Any:
+    """Poll a condition with a deadline, for what happens in another process (a reload, a file an upstream
+    creates) with no event to wait on from here. Returns the first truthy value."""
+    import anyio
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await anyio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def records_of(box: Sandbox, kind: str) -> list[dict[str, Any]]:
+    return [r for r in box.records() if r["type"] == kind]

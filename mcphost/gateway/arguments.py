@@ -32,25 +32,23 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments") -> N
             )
         if isinstance(item, str):
             if not valid_text(item):
-                raise GatewayError(
-                    ErrorCode.INVALID_ARGS,
-                    f"{_short(path)} holds text that is not valid Unicode (a lone UTF-16 surrogate such as "
-                    '"\\udfff"): send well-formed text',
-                    {"variant": variant.value, "field": _short(path)},
-                )
+                raise _not_unicode(f"{_short(path)} holds text", path, variant)
         elif isinstance(item, Mapping):
             for key, child in item.items():
                 name = str(key)
                 if not valid_text(name):
-                    raise GatewayError(
-                        ErrorCode.INVALID_ARGS,
-                        f"a key in {_short(path)} is not valid Unicode (a lone UTF-16 surrogate): send well-formed "
-                        "text",
-                        {"variant": variant.value, "field": _short(path)},
-                    )
+                    raise _not_unicode(f"a key in {_short(path)}", path, variant)
                 stack.append((child, f"{path}.{name}", depth + 1))
         elif isinstance(item, list | tuple):
             stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+
+
+def _not_unicode(what: str, path: str, variant: ToolVariant) -> GatewayError:
+    return GatewayError(
+        ErrorCode.INVALID_ARGS,
+        f'{what} that is not valid Unicode (a lone UTF-16 surrogate such as "\\udfff"): send well-formed text',
+        {"variant": variant.value, "field": _short(path)},
+    )
 
 
 def _root(path: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -13,26 +13,11 @@ import pytest
 
 from mcphost.config import watcher
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
-from tests.helpers import Sandbox, agent, daemon, error_of, http_agent
+from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, records_of
+from tests.helpers import poll as wait_for
 
 BASE = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
 ECHO = {"name": "probe:plain_echo", "args": {"text": "x"}, "intent": {"operation_type": "write"}}
-
-
-async def wait_for(predicate: Callable[[], Any], what: str, limit: float = 10) -> Any:
-    """Poll a condition with a deadline: the reload happens in another process (or thread), with no event to
-    wait on from here."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        await anyio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def records_of(sandbox: Sandbox, kind: str) -> list[dict[str, Any]]:
-    return [r for r in sandbox.records() if r["type"] == kind]
 
 
 def with_write(verdict: str, text: str) -> str:

@@ -5,33 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 
-from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, text_of
+from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, records_of, text_of
+from tests.helpers import poll as wait_for
 
 BASE = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
 
 
 def intent(op: str) -> dict[str, Any]:
     return {"operation_type": op}
-
-
-async def wait_for(predicate: Callable[[], Any], what: str, limit: float = 10) -> Any:
-    """Poll a condition with a deadline: the reload happens in another process, with no event to wait on."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        await anyio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def records_of(sandbox: Sandbox, kind: str) -> list[dict[str, Any]]:
-    return [r for r in sandbox.records() if r["type"] == kind]
 
 
 async def test_flipping_strict_validation_applies_to_the_next_call_of_an_open_session(sandbox: Sandbox) -> None:
