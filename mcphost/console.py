@@ -40,6 +40,12 @@ def safe(value: Any, limit: int | None = None) -> str:
     return text
 
 
+def safe_lines(text: str) -> str:
+    """Like `safe`, for text shown over several lines (an upstream's answer or error): its line breaks and tabs are
+    kept, every other control character is escaped."""
+    return "\n".join("\t".join(safe(part) for part in line.removesuffix("\r").split("\t")) for line in text.split("\n"))
+
+
 def ascii_only(stream: TextIO | None = None) -> bool:
     """True when the stream (stdout by default) cannot take the icons: its encoding is not UTF-8."""
     encoding = (getattr(stream or sys.stdout, "encoding", None) or "").lower().replace("-", "")

@@ -122,15 +122,20 @@ class ActivityRecord(_Open):
     )
 
     def safe_dict(self) -> dict[str, Any]:
-        """The record as written and as sent to editors: every string redacted, keys included, and valid Unicode."""
+        """The record with every string redacted, keys included, and valid Unicode."""
         return dict(scrub(self.model_dump(mode="json", exclude_none=True)))
 
-    def to_json_line(self) -> str:
-        """One line of JSON. Never fails on content: a record whose content cannot be written keeps what can."""
+    def encode(self) -> tuple[dict[str, Any], str]:
+        """What is written and what editors are sent, made once: the safe dict and its line of JSON. Never fails on
+        content: a record whose content cannot be written keeps what can."""
         try:
-            return json.dumps(self.safe_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+            payload = self.safe_dict()
+            return payload, json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
         except (RecursionError, ValueError, TypeError) as exc:
             kept = self.model_copy(update={"arguments": None, "details": None, "metadata": RecordMetadata()})
-            line = kept.safe_dict()
-            line["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
-            return json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+            payload = kept.safe_dict()
+            payload["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
+            return payload, json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+    def to_json_line(self) -> str:
+        return self.encode()[1]

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -36,7 +37,8 @@ from mcphost.activity.record import ActivityRecord
 
 logger = logging.getLogger(__name__)
 
-_Listener = Callable[[ActivityRecord], None]
+# Called with each record as written (redacted), so listeners never see what the disk does not.
+_Listener = Callable[[dict[str, Any]], None]
 # Records kept in memory while the disk refuses them (full, read-only); written first once it accepts again.
 BACKLOG_LIMIT = 10_000
 
@@ -81,7 +83,8 @@ class ActivityLog:
     def append(self, record: ActivityRecord) -> int | None:
         """Hand one record to the OS. Returns its sequence number for `sync_through`, or None when the disk
         refused it (it is then kept in memory and written first once the disk accepts writes again)."""
-        data = record.to_json_line().encode("utf-8")
+        payload, line = record.encode()
+        data = line.encode("utf-8")
         seq: int | None = None
         with self._lock:
             try:
@@ -98,7 +101,7 @@ class ActivityLog:
                     self.last_error = None
         for listener in self._listeners:
             try:
-                listener(record)
+                listener(payload)
             except Exception:
                 logger.exception("activity listener failed")
         return seq

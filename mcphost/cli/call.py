@@ -13,7 +13,7 @@ import mcp_types as types
 
 from mcphost import discovery
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
-from mcphost.console import safe
+from mcphost.console import safe, safe_lines
 from mcphost.intent import DataSensitivity, ToolVariant
 from mcphost.paths import config_path
 from mcphost.serve.mcp_server import WARNING_PREFIX
@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
 
     outcome = anyio.run(main)
     for warning in outcome.warnings:
-        print(f"mcphost: warning: {shown(warning)}", file=sys.stderr)
+        print(f"mcphost: warning: {safe_lines(warning)}", file=sys.stderr)
     if outcome.error is not None:
         if args.output == "json":
             print_json(outcome.error.to_payload())
-        print(f"mcphost: {outcome.error.code.value}: {shown(outcome.error.message)}", file=sys.stderr)
+        print(f"mcphost: {outcome.error.code.value}: {safe_lines(outcome.error.message)}", file=sys.stderr)
         return 1
     assert outcome.result is not None
     if args.output == "json":
@@ -122,14 +122,14 @@ def _print_daemon_result(result: types.CallToolResult, output: str) -> int:
     blocks = []
     for block in result.content:
         if isinstance(block, types.TextContent) and block.text.startswith(WARNING_PREFIX):
-            print(f"mcphost: warning: {shown(block.text.removeprefix(WARNING_PREFIX))}", file=sys.stderr)
+            print(f"mcphost: warning: {safe_lines(block.text.removeprefix(WARNING_PREFIX))}", file=sys.stderr)
         else:
             blocks.append(block)
     error = (result.structured_content or {}).get("error") if result.is_error else None
     if isinstance(error, dict) and "code" in error:
         if output == "json":
             print_json({"error": error})
-        print(f"mcphost: {safe(error['code'])}: {shown(str(error.get('message', '')))}", file=sys.stderr)
+        print(f"mcphost: {safe(error['code'])}: {safe_lines(str(error.get('message', '')))}", file=sys.stderr)
         return 1
     result = result.model_copy(update={"content": blocks})
     if output == "json":
@@ -143,19 +143,12 @@ def print_result(result: types.CallToolResult, stream: Any) -> None:
     printed = False
     for block in result.content:
         if isinstance(block, types.TextContent):
-            print(shown(_pretty(block.text)), file=stream)
+            print(safe_lines(_pretty(block.text)), file=stream)
         else:
             print(f"[{safe(block.type)} content]", file=stream)
         printed = True
     if not printed and result.structured_content is not None:
         print(json.dumps(result.structured_content, indent=2), file=stream)  # ASCII: no raw control character
-
-
-def shown(text: str) -> str:
-    """An upstream's (or agent's) text as a terminal may show it: its lines and tabs kept, every other control
-    character escaped, so that it cannot set the title, plant a hyperlink or erase what is on screen. `-o json`
-    output is never passed through this: it stays the exact JSON."""
-    return "\n".join("\t".join(safe(part) for part in line.removesuffix("\r").split("\t")) for line in text.split("\n"))
 
 
 def _pretty(text: str) -> str:

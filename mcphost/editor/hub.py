@@ -12,11 +12,11 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 
 from mcphost import __version__
-from mcphost.activity.record import ActivityRecord
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.broker import PermissionBroker
 from mcphost.approval.grants import GrantStore
@@ -98,10 +98,9 @@ class EditorHub:
         for connection in attached:
             connection.send(p.STATUS, payload)
 
-    def _on_record(self, record: ActivityRecord) -> None:
+    def _on_record(self, payload: dict[str, Any]) -> None:
         listeners = [c for c in self.connections.values() if c.attached and c.wants_activity]
         if listeners:
-            payload = record.safe_dict()
             for connection in listeners:
                 connection.send(p.ACTIVITY, payload)
         if self.activity.last_error != self._log_error:

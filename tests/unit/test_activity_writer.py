@@ -43,7 +43,7 @@ def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pyt
 def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path) -> None:
     log = ActivityLog(tmp_path / "a.jsonl")
     seen: list[str] = []
-    log.subscribe(lambda r: seen.append(r.id))
+    log.subscribe(lambda r: seen.append(r["id"]))
     log.subscribe(lambda r: 1 / 0)  # type: ignore[arg-type,return-value]
     record = ActivityRecord(server="s")
     assert log.append(record) is not None
