@@ -17,8 +17,9 @@ from mcphost.editor.listener import listening, serve_stdio
 from mcphost.editor.protocol import McpEndpoint
 from mcphost.host import Host
 from mcphost.paths import UnsafeDirectory, private_runtime_dir
+from mcphost.pipes import bind_loopback
 from mcphost.serve.http_app import MCP_PATH, Secrets
-from mcphost.serve.http_server import bind_loopback, serve_http
+from mcphost.serve.http_server import serve_http
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import secrets
-import socket
 import sqlite3
 import sys
 import threading
@@ -40,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 
 from mcphost.paths import data_dir, ensure_private_dir
+from mcphost.pipes import bind_loopback
 
 __all__ = [
     "LOCAL_USER_ID",
@@ -781,12 +781,7 @@ async def serve_http(server: Server[Any], port: int) -> None:
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     # Binding here (not in uvicorn) lets port 0 work: the kernel's choice is known before anyone must connect,
     # and connections made before uvicorn starts accepting wait in the listen backlog.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if sys.platform != "win32":
-        # Lets a fixed port be reused right after a restart; on Windows the option would allow port stealing.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
+    sock = bind_loopback(port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     print(f"todo: listening on http://127.0.0.1:{bound_port}/mcp", file=sys.stderr, flush=True)

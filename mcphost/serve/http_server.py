@@ -35,15 +35,6 @@ class _Server(uvicorn.Server):
             self.on_exit()
 
 
-def bind_loopback(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
 async def serve_http(
     host: Host,
     sock: socket.socket,
