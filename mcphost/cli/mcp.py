@@ -28,6 +28,8 @@ from mcphost.paths import config_path
 if TYPE_CHECKING:
     from mcp.server import Server
 
+    from mcphost.serve.stdio import ShortcutFactory
+
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # Closing an upstream takes up to 6 s (stdin closed, 2 s; SIGTERM, 2 s; SIGKILL, 2 s): past this, something hangs.
 SHUTDOWN_GRACE_S = 15.0
@@ -63,7 +65,10 @@ def _in_process(args: argparse.Namespace) -> int:
     loaded = load_or_exit(args)
 
     async def main(stop: anyio.Event) -> None:
-        async with _local_server(args, loaded) as server, serve_stdio(stop) as (read, write):
+        async with (
+            _local_server(args, loaded) as (server, shortcut),
+            serve_stdio(stop, shortcut) as (read, write),
+        ):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(until_signalled, main)
@@ -71,18 +76,22 @@ def _in_process(args: argparse.Namespace) -> int:
 
 
 @asynccontextmanager
-async def _local_server(args: argparse.Namespace, loaded: Any = None) -> AsyncIterator[Server[Any]]:
-    """The gateway in this process: its Host (upstreams started, config followed) and the agent's MCP server."""
+async def _local_server(
+    args: argparse.Namespace, loaded: Any = None
+) -> AsyncIterator[tuple[Server[Any], ShortcutFactory]]:
+    """The gateway in this process: its Host (upstreams started, config followed), the agent's MCP server, and the
+    shortcut its tool calls take past the server's dispatch."""
     from mcphost.config import load_config
     from mcphost.demo.default import default_config
     from mcphost.host import Host
-    from mcphost.serve.mcp_server import build_server
+    from mcphost.serve.mcp_server import DirectCalls, build_server, stdio_session_id
 
     # A relay falling back here reports a config that does not load (ConfigError) instead of exiting.
     if loaded is None:
         loaded = load_config(getattr(args, "config", None), default=default_config)
+    session_id = stdio_session_id()
     async with Host(loaded, watch=True) as host:
-        yield build_server(host.gateway, stdio=True)
+        yield build_server(host.gateway, session_id=session_id), DirectCalls.factory(host.gateway, session_id)
 
 
 async def until_signalled(main: Callable[[anyio.Event], Awaitable[None]]) -> None:

@@ -44,6 +44,7 @@ from mcphost.intent import (
 )
 from mcphost.upstream.connection import (
     State,
+    ToolResult,
     UpstreamCallFailed,
     UpstreamResultTooLarge,
     UpstreamServer,
@@ -74,6 +75,7 @@ class CallContext:
 class CallOutcome:
     status: Status
     result: types.CallToolResult | None = None  # what the upstream answered, when it was reached
+    data: dict[str, Any] | None = None  # the same, JSON-ready, as the upstream sent it
     error: GatewayError | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -190,7 +192,7 @@ class Gateway:
         if not durable and progress.forwarded and _refuses(loaded) and outcome.error is None:
             outcome.error = self._audit_unavailable(loaded, forwarded=True)
             outcome.status = Status.ERROR
-            outcome.result = None
+            outcome.result = outcome.data = None
         return outcome
 
     async def _run(
@@ -257,9 +259,10 @@ class Gateway:
             if variant is not ToolVariant.READ:
                 await self._record_start(loaded, record, outcome)
             progress.forwarded = True
-            outcome.result = await self._forward(upstream, tool, args)
-            outcome.status = Status.ERROR if outcome.result.is_error else Status.SUCCESS
-            answer = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            answered = await self._forward(upstream, tool, args)
+            outcome.result, outcome.data = answered.model, answered.data
+            outcome.status = Status.ERROR if answered.model.is_error else Status.SUCCESS
+            answer = answered.data
             record.response_bytes = len(json.dumps(answer, separators=(",", ":")))
             record.response_preview = capture_response(
                 response_text(answer.get("content", []), answer.get("structuredContent")), log.response_preview_bytes
@@ -384,7 +387,7 @@ class Gateway:
             )
         return current
 
-    async def _forward(self, upstream: UpstreamServer, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def _forward(self, upstream: UpstreamServer, tool: str, args: dict[str, Any]) -> ToolResult:
         server = upstream.name
         try:
             return await upstream.call_tool(tool, args)

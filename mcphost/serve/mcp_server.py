@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import re
 import secrets
 import uuid
 import weakref
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcphost import __version__
@@ -23,6 +28,7 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
+from mcphost.serve.stdio import Send, dump_line
 
 logger = logging.getLogger(__name__)
 
@@ -66,23 +72,58 @@ def proven_relay_session(key: str | None, header: str | None) -> str | None:
     return session
 
 
-def error_result(err: GatewayError) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(text=err.message)], structured_content=err.to_payload(), is_error=True
-    )
+def error_data(err: GatewayError) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": err.message}], "structuredContent": err.to_payload(), "isError": True}
 
 
-def outcome_result(outcome: CallOutcome) -> types.CallToolResult:
+def outcome_data(outcome: CallOutcome) -> dict[str, Any]:
+    """The tool result for a call's outcome, JSON-ready: the upstream's answer as it sent it, or the error."""
     if outcome.error is not None:
-        result = error_result(outcome.error)
+        data = error_data(outcome.error)
     else:
-        assert outcome.result is not None
-        result = outcome.result
+        assert outcome.data is not None
+        data = outcome.data
     if outcome.warnings:
         # A warning the agent cannot see is no warning: it rides along as its own text block.
-        warning = types.TextContent(text=WARNING_PREFIX + "; ".join(outcome.warnings))
-        result = result.model_copy(update={"content": [*result.content, warning]})
-    return result
+        warning = {"type": "text", "text": WARNING_PREFIX + "; ".join(outcome.warnings)}
+        data = {**data, "content": [*(data.get("content") or []), warning]}
+    return data
+
+
+async def call_result(gateway: Gateway, name: str, arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    """The result of the agent's tools/call of `name`, JSON-ready; never raises for anything the agent sent."""
+    try:
+        if name == RETRIEVE_TOOLS:
+            answer = await gateway.retrieve_tools(arguments)
+            return {"content": [{"type": "text", "text": json.dumps(answer, indent=1)}]}
+        variant = _VARIANTS.get(name)
+        if variant is not None:
+            return outcome_data(await gateway.call(variant, arguments, ctx))
+        if name == LEGACY_CALL_TOOL:
+            return error_data(GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"}))
+        return error_data(
+            GatewayError(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"Tool '{name}' not found. mcphost offers retrieve_tools, call_tool_read, call_tool_write "
+                "and call_tool_destructive; upstream tools are called through them as name='server:tool'.",
+                {"tool": name},
+            )
+        )
+    except GatewayError as err:
+        return error_data(err)
+    except Exception as exc:  # the session outlives any one bad call
+        logger.exception("tool %s failed", name)
+        return error_data(GatewayError(ErrorCode.UPSTREAM_ERROR, f"mcphost failed: {type(exc).__name__}: {exc}"))
+
+
+def client_name(info: Any) -> str | None:
+    """What records call the agent's client, from its initialize `clientInfo`."""
+    if isinstance(info, dict):
+        name, version = info.get("name"), info.get("version")
+        return f"{name if isinstance(name, str) else ''} {version if isinstance(version, str) else ''}".strip() or None
+    if info is not None:
+        return f"{info.name} {info.version}".strip()
+    return None
 
 
 class _Sessions:
@@ -132,11 +173,8 @@ class _Sessions:
         return found
 
     def context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
-        client = None
         info = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
-        if info is not None:
-            client = f"{info.name} {info.version}".strip()
-        return CallContext(session_id=self.session_id(ctx), client=client, elicit=_elicitation(ctx))
+        return CallContext(session_id=self.session_id(ctx), client=client_name(info), elicit=_elicitation(ctx))
 
 
 def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
@@ -158,11 +196,11 @@ def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
     return ask
 
 
-def build_server(gateway: Gateway, *, stdio: bool = False, relay_key: str | None = None) -> Server[Any]:
-    """The MCP server over `gateway`; `stdio=True` when the process serves exactly one agent; `relay_key` checks
-    the session proofs of `mcphost mcp` relays."""
+def build_server(gateway: Gateway, *, session_id: str | None = None, relay_key: str | None = None) -> Server[Any]:
+    """The MCP server over `gateway`; `session_id` when it serves exactly one agent (stdio, a relay's connection);
+    `relay_key` checks the session proofs of `mcphost mcp` relays over HTTP."""
     tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
-    sessions = _Sessions(fixed=f"stdio-{uuid.uuid4().hex[:12]}" if stdio else None, relay_key=relay_key)
+    sessions = _Sessions(fixed=session_id, relay_key=relay_key)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -172,31 +210,8 @@ def build_server(gateway: Gateway, *, stdio: bool = False, relay_key: str | None
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        arguments = params.arguments or {}
-        try:
-            if params.name == RETRIEVE_TOOLS:
-                answer = await gateway.retrieve_tools(arguments)
-                return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, indent=1))])
-            variant = _VARIANTS.get(params.name)
-            if variant is not None:
-                return outcome_result(await gateway.call(variant, arguments, sessions.context(ctx)))
-            if params.name == LEGACY_CALL_TOOL:
-                return error_result(
-                    GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"})
-                )
-            return error_result(
-                GatewayError(
-                    ErrorCode.TOOL_NOT_FOUND,
-                    f"Tool '{params.name}' not found. mcphost offers retrieve_tools, call_tool_read, call_tool_write "
-                    "and call_tool_destructive; upstream tools are called through them as name='server:tool'.",
-                    {"tool": params.name},
-                )
-            )
-        except GatewayError as err:
-            return error_result(err)
-        except Exception as exc:  # the session outlives any one bad call
-            logger.exception("tool %s failed", params.name)
-            return error_result(GatewayError(ErrorCode.UPSTREAM_ERROR, f"mcphost failed: {type(exc).__name__}: {exc}"))
+        data = await call_result(gateway, params.name, params.arguments or {}, sessions.context(ctx))
+        return types.CallToolResult.model_validate(data)
 
     return Server(
         "mcphost",
@@ -206,3 +221,136 @@ def build_server(gateway: Gateway, *, stdio: bool = False, relay_key: str | None
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
+
+
+def stdio_session_id() -> str:
+    return f"stdio-{uuid.uuid4().hex[:12]}"
+
+
+ASK_ID_PREFIX = "mcphost-ask-"
+
+
+class DirectCalls:
+    """tools/call for one session over a newline-delimited stream, past the SDK's dispatch: the call is parsed,
+    run and answered here (the same `call_result` the SDK's handler runs), which takes the SDK's per-message models
+    and tasks off the busiest path. Everything else, the handshake included, goes to the SDK session; this only
+    watches the handshake for the client's name and capabilities.
+
+    It takes calls only in a session opened with `initialize` (2026-era requests, which carry their protocol
+    version in `_meta`, stay with the SDK). It answers cancellation as the SDK does (the call is cut short and
+    recorded as cancelled; no answer is sent) and asks through the agent's client (elicitation) as the SDK does.
+    """
+
+    def __init__(self, gateway: Gateway, session_id: str, send: Send) -> None:
+        self._gateway = gateway
+        self._session_id = session_id
+        self._send = send
+        self._opened = False
+        self._client: str | None = None
+        self._elicits = False
+        self._running: dict[str, anyio.CancelScope] = {}
+        self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ask_ids = itertools.count()
+
+    @classmethod
+    def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Send], DirectCalls]:
+        return lambda send: cls(gateway, session_id, send)
+
+    def take(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+        method = message.get("method")
+        if method == "tools/call":
+            return self._call(message)
+        if method is None:
+            return self._answered(message)
+        if method == "initialize":
+            params = message.get("params")
+            if isinstance(params, dict) and _MODERN_META not in (params.get("_meta") or {}):
+                self._opened = True
+                self._client = client_name(params.get("clientInfo"))
+                capabilities = params.get("capabilities")
+                self._elicits = isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
+        elif method == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict):
+                scope = self._running.get(_id_key(params.get("requestId")))
+                if scope is not None:
+                    scope.cancel()
+        return False
+
+    def _call(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+        request_id, params = message.get("id"), message.get("params")
+        if not self._opened or not _valid_request_id(request_id) or not isinstance(params, dict):
+            return False
+        name, arguments = params.get("name"), params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        meta = params.get("_meta")
+        if (
+            not isinstance(name, str)
+            or not isinstance(arguments, dict)
+            or (isinstance(meta, dict) and _MODERN_META in meta)
+        ):
+            return False  # what is malformed the SDK answers, with the error it names
+        key = _id_key(request_id)
+        if key in self._running:
+            return False
+
+        async def run() -> None:
+            with anyio.CancelScope() as scope:
+                self._running[key] = scope
+                try:
+                    result = await call_result(self._gateway, name, arguments, self._context())
+                finally:
+                    self._running.pop(key, None)
+            if scope.cancelled_caught:
+                return
+            await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}))
+
+        return run
+
+    def _context(self) -> CallContext:
+        return CallContext(
+            session_id=self._session_id, client=self._client, elicit=self._ask if self._elicits else None
+        )
+
+    def _answered(self, message: dict[str, Any]) -> bool:
+        request_id = message.get("id")
+        waiting = self._asked.get(request_id) if isinstance(request_id, str) else None
+        if waiting is None:
+            return False
+        if not waiting.done():
+            waiting.set_result(message)
+        return True
+
+    async def _ask(self, message: str, schema: dict[str, Any]) -> bool:
+        request_id = f"{ASK_ID_PREFIX}{next(self._ask_ids)}"
+        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._asked[request_id] = waiting
+        params = {"mode": "form", "message": message, "requestedSchema": schema}
+        try:
+            await self._send(
+                dump_line({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params})
+            )
+            reply = await waiting
+        finally:
+            self._asked.pop(request_id, None)
+        error = reply.get("error")
+        if error is not None:
+            raise RuntimeError(f"the client refused the elicitation: {error}")
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            return False
+        content = result.get("content") or {}
+        return result.get("action") == "accept" and isinstance(content, dict) and content.get("approve") is True
+
+
+_MODERN_META = PROTOCOL_VERSION_META_KEY
+
+
+def _valid_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _id_key(value: Any) -> str:
+    # "7" and 7 are one id to the SDK's dispatcher; they are one here too.
+    return str(value)

@@ -44,7 +44,7 @@ from mcphost.serve.stdio import serve_stdio
 
 logger = logging.getLogger(__name__)
 
-LocalServer = Callable[[], AbstractAsyncContextManager[Server[Any]]]
+LocalServer = Callable[[], AbstractAsyncContextManager[tuple[Server[Any], Any]]]
 Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCResponse | types.JSONRPCError
 
 SESSION_ID_HEADER = "mcp-session-id"
@@ -492,7 +492,7 @@ class _LocalBackend:
     async def serve(self) -> Target | None:
         """Serve until the agent is done (None), or until a daemon runs and no call waits (that daemon)."""
         back_to: list[Target] = []
-        async with self.open_local() as server:
+        async with self.open_local() as (server, _shortcut):
             to_server, from_relay = anyio.create_memory_object_stream[SessionMessage | Exception](16)
             to_relay, from_server = anyio.create_memory_object_stream[SessionMessage](16)
             async with anyio.create_task_group() as tg:

@@ -3,6 +3,9 @@
 The SDK's `stdio_server` reads and writes through worker threads; a profile of `mcphost mcp` put about a
 third of its time in those hand-offs. Pipes on the event loop (`mcphost.pipes`) do the same job without threads.
 
+A session may take a shortcut past the SDK's dispatch (`Shortcut`, see `mcphost.serve.mcp_server.DirectCalls`):
+each line is offered to it first, as parsed JSON, and what it does not take goes to the SDK session as before.
+
 Every request gets an answer, even one that cannot be read: a line the JSON parser refuses (nested deeper than it
 goes, a lone UTF-16 surrogate, not UTF-8, not JSON, not JSON-RPC) is answered here with the JSON-RPC error that
 names the problem, under the request's id when one can be found in it, so that the agent never waits forever.
@@ -17,12 +20,13 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
+import orjson
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
@@ -35,10 +39,36 @@ logger = logging.getLogger(__name__)
 # How deep pydantic-core's JSON parser goes (brackets in the whole message, JSON-RPC envelope included).
 PARSER_DEPTH = 200
 
+Send = Callable[[bytes], Awaitable[None]]
+
+
+class Shortcut(Protocol):
+    """Takes some messages of a session before the SDK session sees them."""
+
+    def take(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+        """A job that answers the message (run as a task of the session), True for a message consumed with
+        nothing to run, False for one the SDK session gets."""
+        ...
+
+
+ShortcutFactory = Callable[[Send], Shortcut]
+
+
+def dump_line(value: Any) -> bytes:
+    """`value` as one line of JSON, UTF-8; what orjson refuses (integers past 64 bits, lone surrogates) goes through
+    Python's encoder, escaped to ASCII."""
+    try:
+        return orjson.dumps(value) + b"\n"
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
+
 
 @asynccontextmanager
-async def serve_stdio(stop: anyio.Event | None = None) -> AsyncIterator[tuple[Any, Any]]:
-    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport for files and ttys.
+async def serve_stdio(
+    stop: anyio.Event | None = None, shortcut: ShortcutFactory | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport (and no shortcut) for files
+    and ttys.
 
     Setting `stop` ends the input as if the agent had closed it: whoever reads the stream winds down the way it does
     at the end of a session (a server returns from `run`), not by being cancelled.
@@ -52,7 +82,10 @@ async def serve_stdio(stop: anyio.Event | None = None) -> AsyncIterator[tuple[An
                 yield ending_read, write
         return
 
-    async with pipe_streams(*claim_stdio()) as (reader, writer), _session_streams(reader, writer, stop) as streams:
+    async with (
+        pipe_streams(*claim_stdio()) as (reader, writer),
+        session_streams(reader, writer, stop, shortcut) as streams,
+    ):
         yield streams
 
 
@@ -82,14 +115,24 @@ async def _ended_by(stop: anyio.Event, read: Any) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def _session_streams(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: anyio.Event | None = None
+async def session_streams(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    stop: anyio.Event | None = None,
+    shortcut: ShortcutFactory | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`."""
     to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage](16)
 
     writer_done = anyio.Event()
+
+    async def send(line: bytes) -> None:
+        writer.write(line)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+
+    taker = shortcut(send) if shortcut is not None else None
 
     async def stdin_reader() -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError), anyio.CancelScope() as reading:
@@ -112,6 +155,20 @@ async def _session_streams(
                 line, too_long = read
                 if not line.strip():
                     continue
+                # Only what the SDK's parser would read too: deeper nesting gets the SDK's answer (-32602), whatever
+                # orjson would make of it (brackets in strings count too, which only ever sends a line the long way).
+                if taker is not None and not too_long and line.count(b"[") + line.count(b"{") < PARSER_DEPTH:
+                    try:
+                        message = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        message = None
+                    if isinstance(message, dict):
+                        taken = taker.take(message)
+                        if taken is True:
+                            continue
+                        if taken is not False:
+                            tg.start_soon(taken)
+                            continue
                 parsed = parse_line(line, too_long)
                 if isinstance(parsed, SessionMessage):
                     await to_server.send(parsed)

@@ -21,13 +21,14 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from mcphost import __version__
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
-from mcphost.upstream.guard import DROPPED_META, Guard, too_large
+from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
-from mcphost.upstream.stdio import stdio_transport
+from mcphost.upstream.stdio import LaneClosed, RawLane, stdio_transport
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,19 @@ class UpstreamResultTooLarge(UpstreamCallFailed):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's answer: validated, and as the server sent it (JSON-ready), so that passing it on needs no
+    second serialization of the model."""
+
+    model: types.CallToolResult
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, model: types.CallToolResult) -> ToolResult:
+        return cls(model, model.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+@dataclass(frozen=True, slots=True)
 class ToolsChanged:
     server: str
     added: list[str]
@@ -123,7 +137,9 @@ def describe_exception(exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def _transport(name: str, config: ServerConfig, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+async def _transport(
+    name: str, config: ServerConfig, on_eof: Callable[[], None], on_lane: Callable[[RawLane], None]
+) -> AsyncIterator[tuple[Any, Any]]:
     if config.command is not None:
         env = dict(config.env)
         if "MCPHOST_DATA_DIR" in os.environ:
@@ -137,7 +153,9 @@ async def _transport(name: str, config: ServerConfig, on_eof: Callable[[], None]
             return
         # Lines are measured before they are parsed, so the guard need not measure again.
         guard = Guard(name, config.max_result_bytes, measure=False, on_eof=on_eof)
-        transport = stdio_transport(name, config.command, config.args, env, config.cwd, config.max_result_bytes)
+        transport = stdio_transport(
+            name, config.command, config.args, env, config.cwd, config.max_result_bytes, on_lane
+        )
         async with transport as (read, write):
             yield guard.wrap(read, write)
     else:
@@ -154,8 +172,27 @@ async def _transport(name: str, config: ServerConfig, on_eof: Callable[[], None]
 Connector = Callable[[str, ServerConfig, Callable[[], None]], Any]
 
 
+class _ConfiguredTransport:
+    """The configured server's transport, as the `Client` enters it; `lane` is its raw lane for tool calls while
+    it is open (stdio only)."""
+
+    def __init__(self, name: str, config: ServerConfig, on_eof: Callable[[], None]) -> None:
+        self.lane: RawLane | None = None
+        self._context = _transport(name, config, on_eof, self._set_lane)
+
+    def _set_lane(self, lane: RawLane) -> None:
+        self.lane = lane
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        return await self._context.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        self.lane = None
+        return await self._context.__aexit__(*exc_info)
+
+
 def configured_transport(name: str, config: ServerConfig, on_eof: Callable[[], None]) -> Any:
-    return _transport(name, config, on_eof)
+    return _ConfiguredTransport(name, config, on_eof)
 
 
 class UpstreamServer:
@@ -180,6 +217,7 @@ class UpstreamServer:
         self._refreshing: _Refresh | None = None
         self.server_info: str | None = None
         self._client: Client | None = None
+        self._lane: RawLane | None = None  # tool calls skip the SDK session where the transport offers this
         self._first_attempt_done = anyio.Event()
         self._refresh_wanted = anyio.Event()
         self._cancel: anyio.CancelScope | None = None
@@ -240,8 +278,9 @@ class UpstreamServer:
     @asynccontextmanager
     async def _client_for(self, on_eof: Callable[[], None]) -> AsyncIterator[Client]:
         # Legacy handshake: every server speaks it, and it delivers tools/list_changed without a subscription.
+        transport = self._connect(self.name, self.config, on_eof)
         client = Client(
-            self._connect(self.name, self.config, on_eof),
+            transport,
             mode="legacy",
             cache=None,
             message_handler=self._on_message,
@@ -250,7 +289,11 @@ class UpstreamServer:
         async with client:
             info = client.server_info
             self.server_info = f"{info.name} {info.version}".strip() if info else None
-            yield client
+            self._lane = getattr(transport, "lane", None)
+            try:
+                yield client
+            finally:
+                self._lane = None
 
     @property
     def first_attempt_done(self) -> bool:
@@ -381,13 +424,18 @@ class UpstreamServer:
             raise UpstreamUnavailable(self.name, reason)
         return self._client
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         client = self.require_client()
         self._in_flight += 1
         self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        lane = self._lane
         try:
             with anyio.fail_after(self.config.call_timeout):
-                return await client.call_tool(tool, arguments)
+                if lane is not None:
+                    return await self._call_on_lane(lane, tool, arguments)
+                return ToolResult.of(await client.call_tool(tool, arguments))
+        except (UpstreamCallFailed, UpstreamUnavailable):
+            raise
         except TimeoutError:
             raise UpstreamCallFailed(
                 self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)"
@@ -401,6 +449,27 @@ class UpstreamServer:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
+
+    async def _call_on_lane(self, lane: RawLane, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            response = await lane.request("tools/call", {"name": tool, "arguments": arguments})
+        except LaneClosed as exc:
+            raise UpstreamCallFailed(self.name, f"the connection closed during the call ({exc})") from None
+        if isinstance(response, MessageTooLarge):
+            raise UpstreamResultTooLarge(self.name, response.size, response.limit)
+        error = response.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            reason = message if isinstance(message, str) else f"an unreadable error: {safe(str(error), 200)}"
+            raise UpstreamCallFailed(self.name, reason)
+        data = response.get("result")
+        try:
+            return ToolResult(types.CallToolResult.model_validate(data), data if isinstance(data, dict) else {})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or 'result'}: {e['msg']}" for e in exc.errors()[:3]
+            )
+            raise UpstreamCallFailed(self.name, f"the answer is not a tool result ({problems})") from None
 
 
 @dataclass(slots=True)

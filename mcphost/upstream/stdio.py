@@ -7,6 +7,11 @@ stdout), with what a host needs besides.
   anyio.open_process, which takes no preexec_fn.
 - A line longer than the limit is counted, not kept, and reaches the session as `MessageTooLarge`.
 - Its stderr goes through `stderr.relay`, never straight into the host's.
+- Tool calls can skip the SDK session (`RawLane`): a call is the busiest thing a host does, and the session's
+  models around each message cost more than the rest of the call's own work in mcphost. The lane's requests carry
+  ids of their own (strings; the SDK's are numbers), and their answers are taken off the line before the session
+  parses it. Everything else (the handshake, tools/list, notifications, the server's own requests) stays with
+  the session.
 
 On close: stdin closes (the spec's shutdown), then SIGTERM to the group after a grace period, then SIGKILL.
 """
@@ -15,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import itertools
+import json
 import logging
 import os
 import signal
@@ -27,8 +34,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import mcp_types as types
+import orjson
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
+from mcp_types import PARSE_ERROR
 
 from mcphost.console import safe
 from mcphost.upstream import stderr
@@ -182,6 +191,95 @@ async def stop_process_group(process: asyncio.subprocess.Process) -> None:
                 logger.warning("upstream process %d is still alive after SIGKILL; abandoning it", process.pid)
 
 
+class LaneClosed(Exception):
+    """The server's connection ended with lane requests unanswered."""
+
+
+RAW_ID_PREFIX = "mcphost-raw-"
+_RAW_ID_NEEDLE = b'"' + RAW_ID_PREFIX.encode()
+
+
+def _lenient_json(line: bytes) -> Any:
+    """What Python's own parser reads where orjson refuses (integers past 64 bits), else None."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+class RawLane:
+    """Requests written straight to the server's stdin, their answers taken off its stdout as plain dicts."""
+
+    def __init__(self, stdin: asyncio.StreamWriter) -> None:
+        self._stdin = stdin
+        self._pending: dict[str, asyncio.Future[dict[str, Any] | MessageTooLarge]] = {}
+        self._ids = itertools.count()
+        self._closed: str | None = None
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | MessageTooLarge:
+        """The server's JSON-RPC response to `method` (a dict with "result" or "error"), or the MessageTooLarge
+        that stood in for it. Cancelled, it tells the server (notifications/cancelled) as the SDK does."""
+        if self._closed is not None:
+            raise LaneClosed(self._closed)
+        request_id = f"{RAW_ID_PREFIX}{next(self._ids)}"
+        answer: asyncio.Future[dict[str, Any] | MessageTooLarge] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = answer
+        try:
+            self._stdin.write(
+                orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + b"\n"
+            )
+            await self._stdin.drain()
+            return await answer
+        except (ConnectionError, BrokenPipeError) as exc:
+            raise LaneClosed(f"the server stopped reading its input ({type(exc).__name__})") from None
+        except BaseException:
+            if not answer.done() and self._closed is None:
+                notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+                with suppress(Exception):
+                    self._stdin.write(orjson.dumps(notice) + b"\n")
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+
+    def take(self, line: bytes) -> bool:
+        """Whether `line` answers a lane request (then it is delivered here, not to the session)."""
+        if not self._pending or _RAW_ID_NEEDLE not in line:
+            return False
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            message = _lenient_json(line)
+        if message is None:
+            # Unreadable, yet it names a lane request: answer that request now rather than at its timeout.
+            kind, request_id = envelope(line[:_ENDS], line[-_ENDS:].rstrip())
+            if kind != "response":
+                return False
+            message = {"id": request_id, "error": {"code": PARSE_ERROR, "message": "the answer is not valid JSON"}}
+        if not isinstance(message, dict) or "method" in message:
+            return False
+        request_id = message.get("id")
+        answer = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if answer is None:
+            return False
+        if not answer.done():
+            answer.set_result(message)
+        return True
+
+    def take_oversized(self, item: MessageTooLarge) -> bool:
+        answer = self._pending.get(item.request_id) if isinstance(item.request_id, str) else None
+        if answer is None or item.kind == "other":
+            return False
+        if not answer.done():
+            answer.set_result(item)
+        return True
+
+    def close(self, reason: str) -> None:
+        self._closed = reason
+        for answer in self._pending.values():
+            if not answer.done():
+                answer.set_exception(LaneClosed(reason))
+
+
 @asynccontextmanager
 async def stdio_transport(
     name: str,
@@ -190,8 +288,10 @@ async def stdio_transport(
     env: dict[str, str],
     cwd: str | None,
     max_message_bytes: int,
+    on_lane: Callable[[RawLane], None] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Spawn the server and yield the (read, write) streams of `SessionMessage` the SDK's Client speaks over."""
+    """Spawn the server and yield the (read, write) streams of `SessionMessage` the SDK's Client speaks over;
+    `on_lane` gets the raw lane beside them."""
     process = await asyncio.create_subprocess_exec(
         command,
         *args,
@@ -210,21 +310,33 @@ async def stdio_transport(
     stderr_done = anyio.Event()
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     stdin, stdout, errors = process.stdin, process.stdout, process.stderr
+    lane = RawLane(stdin)
+    if on_lane is not None:
+        on_lane(lane)
 
     async def read_stdout() -> None:
         lines = LineReader(max_message_bytes)
         delivering = True
-        async with read_writer:
-            while chunk := await stdout.read(_CHUNK):
-                for line in lines.feed(chunk):
-                    if not delivering:
-                        continue
-                    item = line if isinstance(line, MessageTooLarge) else parse_line(line)
-                    try:
-                        await read_writer.send(item)
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        # The session is gone; keep reading, so a server busy writing can still see its stdin close.
-                        delivering = False
+        try:
+            async with read_writer:
+                while chunk := await stdout.read(_CHUNK):
+                    for line in lines.feed(chunk):
+                        if isinstance(line, MessageTooLarge):
+                            if lane.take_oversized(line):
+                                continue
+                        elif lane.take(line):
+                            continue
+                        if not delivering:
+                            continue
+                        item = line if isinstance(line, MessageTooLarge) else parse_line(line)
+                        try:
+                            await read_writer.send(item)
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            # The session is gone; keep reading, so a server busy writing can still see its stdin
+                            # close.
+                            delivering = False
+        finally:
+            lane.close("the server closed its output")
 
     async def write_stdin() -> None:
         try:
@@ -235,6 +347,7 @@ async def stdio_transport(
                     await stdin.drain()
         except (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The server stopped reading (or died): end the session's read side, or a request would wait forever.
+            lane.close("the server stopped reading its input")
             await read_writer.aclose()
         finally:
             writer_done.set()
@@ -246,6 +359,7 @@ async def stdio_transport(
             stderr_done.set()
 
     async def shutdown() -> None:
+        lane.close("the connection is closing")
         read_stream.close()
         write_stream.close()
         with anyio.move_on_after(_WRITER_FLUSH):

@@ -105,7 +105,7 @@ def alive(pid: int) -> bool:
 
 
 def text(result: Any) -> str:
-    return "".join(block.text for block in result.content)
+    return "".join(block.text for block in result.model.content)
 
 
 # ---- 1. malformed tools

@@ -1,0 +1,127 @@
+"""Tool calls over `mcphost mcp` take a shortcut past the SDK's dispatch (and past the SDK session to a stdio
+upstream): what the SDK did for them must still happen. The agent's own client is asked (elicitation), a cancelled
+call is cut short and recorded, the client's name reaches the record, and clients of either protocol era are
+served."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.helpers import Sandbox, agent, error_of, poll, raw_agent, text_of
+
+LENIENT = '[permissions]\nread = "allow"\nwrite = "ask"\nno_editor = "elicit"\n\n'
+READ = {"name": "probe:read_notes", "args": {"text": "hi"}, "intent": {"operation_type": "read"}}
+WRITE = {"name": "probe:plain_echo", "args": {"text": "asked"}, "intent": {"operation_type": "write"}}
+
+
+def call_line(request_id: Any, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if meta is not None:
+        params["_meta"] = meta
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+
+async def eliciting(box: Sandbox, answer: str, asked: list[str]) -> Any:
+    async def reply(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action=answer, content={"approve": True} if answer == "accept" else None)
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcphost", "mcp", "--in-process", "--config", str(box.config)],
+        env=box.env(),
+    )
+    return Client(stdio_client(params), elicitation_callback=reply, mode="legacy", cache=None)
+
+
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+async def test_a_write_over_stdio_asks_the_agents_own_client_when_no_editor_is_attached(
+    sandbox: Sandbox, answer: str
+) -> None:
+    sandbox.write_config(LENIENT + sandbox.probe_server())
+    asked: list[str] = []
+    async with await eliciting(sandbox, answer, asked) as client:
+        result = await client.call_tool("call_tool_write", WRITE)
+    assert len(asked) == 1 and "probe:plain_echo" in asked[0]
+    [record] = sandbox.tool_calls()
+    assert record["decision"]["by"] == "elicitation"
+    if answer == "accept":
+        assert not result.is_error and "asked" in text_of(result)
+        assert record["status"] == "success" and record["decision"]["outcome"] == "allow"
+    else:
+        assert error_of(result)["code"] == "PERMISSION_DENIED"
+        assert record["status"] == "denied"
+
+
+async def test_a_call_cancelled_by_the_agent_gets_no_answer_and_is_recorded_as_cancelled(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    slow = {
+        "name": "probe:slow",
+        "args": {"started": str(started), "gate": str(gate)},
+        "intent": {"operation_type": "read"},
+    }
+    async with raw_agent(sandbox, "--in-process") as raw:
+        await raw.initialize()
+        await raw.send_line(call_line("slow-1", "call_tool_read", slow))
+        await poll(started.exists, "the upstream to start the slow call")
+        await raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow-1"}})
+        [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
+        assert record["status"] == "cancelled" and record["forwarded"] is True and record["tool"] == "slow"
+        # The session goes on, and the cancelled call's answer never comes: the next line answers the next call.
+        await raw.send_line(call_line(2, "call_tool_read", READ))
+        answer = await raw.receive()
+        assert answer["id"] == 2 and "read_notes: hi" in json.dumps(answer["result"])
+    gate.touch()
+
+
+async def test_the_client_name_and_progress_meta_reach_the_record(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with raw_agent(sandbox, "--in-process") as raw:
+        await raw.initialize()
+        await raw.send_line(call_line(7, "call_tool_read", READ, meta={"progressToken": "p-1"}))
+        answer = await raw.answer_to(7)
+    assert answer["result"]["isError"] is False
+    assert answer["result"]["structuredContent"] == {"tool": "read_notes", "text": "hi"}
+    [record] = sandbox.tool_calls()
+    assert record["client"] == "raw-agent 0" and record["session_id"].startswith("stdio-")
+
+
+async def test_an_error_result_and_a_warning_reach_the_agent_as_the_sdk_would_send_them(sandbox: Sandbox) -> None:
+    sandbox.write_config(
+        '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nwrite = "allow"\n\n'
+        + sandbox.probe_server()
+    )
+    async with agent(sandbox, "--in-process", mode="legacy") as client:
+        failed = await client.call_tool(
+            "call_tool_write", {"name": "probe:fail", "args": {}, "intent": {"operation_type": "write"}}
+        )
+        mismatch = await client.call_tool(
+            "call_tool_write",
+            {"name": "probe:read_notes", "args": {"text": "w"}, "intent": {"operation_type": "write"}},
+        )
+        unknown = await client.call_tool("call_tool_read", {"name": "probe:nope", "intent": {"operation_type": "read"}})
+    assert failed.is_error and "failed on purpose" in text_of(failed)
+    assert not mismatch.is_error and "mcphost warning: " in text_of(mismatch)
+    assert error_of(unknown)["code"] == "TOOL_NOT_FOUND"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_clients_of_both_protocol_eras_call_through_stdio(sandbox: Sandbox, mode: str) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with agent(sandbox, "--in-process", mode=mode) as client:
+        with anyio.fail_after(30):
+            result = await client.call_tool("call_tool_read", READ)
+    assert not result.is_error and text_of(result) == "read_notes: hi"
+    assert [r["status"] for r in sandbox.tool_calls()] == ["success"]
