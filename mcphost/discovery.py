@@ -29,6 +29,10 @@ MAX_FILE_BYTES = 64 * 1024
 _warned: set[str] = set()
 
 
+class NoDaemon(Exception):
+    """No running daemon to attach to or ask; the message says why, or how to start one."""
+
+
 def _warn(message: str) -> None:
     # Every command that looks repeats the checks; one notice per process is enough.
     if message not in _warned:
@@ -44,7 +48,7 @@ def write(
     editor_socket: str | None = None,
     api_url: str | None = None,
     api_token: str | None = None,
-    relay_key: str | None = None,
+    relay_socket: str | None = None,
 ) -> Path:
     """Announce this daemon. Raises UnsafeDirectory when the runtime dir is open to other users."""
     directory = private_runtime_dir()
@@ -60,8 +64,9 @@ def write(
     }
     if api_url is not None and api_token is not None:
         info["api"] = {"url": api_url, "token": api_token}
-    if relay_key is not None:
-        info["relay"] = {"key": relay_key}
+    if relay_socket is not None:
+        # Where `mcphost mcp` relays its agent's session: one connection per session, MCP as on stdio.
+        info["relay"] = {"socket": relay_socket}
     name, tmp = f"daemon-{pid}.json", f"daemon-{pid}.tmp"
     dir_fd = _open_dir(directory)
     try:
@@ -277,16 +282,18 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
 
 
 def _clean_after(info: dict[str, Any]) -> None:
-    """A killed daemon leaves its editor socket behind too; remove it (and its private dir, if it had one)."""
-    socket_path = info.get("editor_socket")
-    if not isinstance(socket_path, str):
-        return
-    path = Path(socket_path)
-    with contextlib.suppress(OSError):
-        if path.is_socket() and path.stat().st_uid == os.getuid():
-            path.unlink()
-            if path.parent.name.startswith("mcphost-") and path.parent != runtime_dir():
-                path.parent.rmdir()
+    """A killed daemon leaves its sockets behind too (the editor's, the relays'); remove them (and their private
+    dir, if they had one)."""
+    relay = info.get("relay")
+    for socket_path in (info.get("editor_socket"), relay.get("socket") if isinstance(relay, dict) else None):
+        if not isinstance(socket_path, str):
+            continue
+        path = Path(socket_path)
+        with contextlib.suppress(OSError):
+            if path.is_socket() and path.stat().st_uid == os.getuid():
+                path.unlink()
+                if path.parent.name.startswith("mcphost-") and path.parent != runtime_dir():
+                    path.parent.rmdir()
 
 
 def for_config(config_path: Path) -> dict[str, Any] | None:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import stat
 import struct
 import sys
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 MAX_LINE = 64 * 1024 * 1024
 
@@ -85,3 +89,50 @@ def socket_is_ours(path: Path) -> bool:
     except OSError:
         return False
     return bool(stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077)
+
+
+# Unix socket paths are limited to 108 bytes; past this a deep runtime dir gets a short private one instead.
+MAX_SOCKET_PATH = 100
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def owner_only_socket(directory: Path, name: str, handler: Handler, what: str) -> AsyncIterator[Path]:
+    """Serve `handler` on a Unix socket `directory/name` that only this user can open (0600 from birth, and every
+    peer's uid checked) for as long as the context lasts; `what` names it in the log. A path too long for a socket
+    gets a short private directory instead."""
+    path, private = directory / name, None
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        private = Path(tempfile.mkdtemp(prefix="mcphost-"))  # 0700, and short enough
+        path = private / name
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # left by a dead daemon whose pid we now have
+
+    async def checked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None and not same_user(sock):
+            logger.warning("refused a connection to the %s from another user", what)
+            writer.close()
+            return
+        try:
+            await handler(reader, writer)
+        except Exception:
+            logger.exception("a connection to the %s failed", what)
+
+    old_umask = os.umask(0o177)  # the socket is born 0600: no window in which others could connect
+    try:
+        server = await asyncio.start_unix_server(checked, path=str(path), limit=MAX_LINE)
+    finally:
+        os.umask(old_umask)
+    try:
+        yield path
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 2)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        if private is not None:
+            with contextlib.suppress(OSError):
+                private.rmdir()

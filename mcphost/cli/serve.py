@@ -18,6 +18,7 @@ from mcphost.editor.protocol import McpEndpoint
 from mcphost.host import Host
 from mcphost.paths import UnsafeDirectory, private_runtime_dir
 from mcphost.pipes import bind_loopback
+from mcphost.serve.agent_socket import agent_socket
 from mcphost.serve.http_app import MCP_PATH, Secrets
 from mcphost.serve.http_server import serve_http
 
@@ -79,9 +80,11 @@ def run(args: argparse.Namespace) -> int:
                 endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
             )
             host.on_event(hub.host_changed)
-            async with listening(hub) as editor_socket:
+            async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:
                 until = functools.partial(serve_stdio, hub) if args.stdio else None
-                await serve_http(host, sock, secrets_, url, editor_socket=editor_socket, until=until)
+                await serve_http(
+                    host, sock, secrets_, url, editor_socket=editor_socket, agent_socket=relay_socket, until=until
+                )
 
     anyio.run(main)
     return 0

@@ -28,22 +28,20 @@ MCP_PATH = "/mcp"
 
 @dataclass(frozen=True)
 class Secrets:
-    """What the daemon's discovery file (0600) holds: the agents' token for /mcp, the scripts' token for the REST
-    API, and the key relays prove their sessions with. Separate, so that holding one opens nothing else: an agent
-    cannot read every agent's history, a script cannot act as an agent, and neither can pass for a relay."""
+    """What the daemon's discovery file (0600) holds: the agents' token for /mcp and the scripts' token for the REST
+    API. Separate, so that holding one opens nothing else: an agent cannot read every agent's history, and a script
+    cannot act as an agent."""
 
     agent_token: str
     api_token: str
-    relay_key: str
 
     @classmethod
     def for_daemon(cls) -> Secrets:
         # A pinned token (MCPHOST_TOKEN, MCPHOST_API_TOKEN) can go into an agent's or a script's config once; by
-        # default every daemon gets fresh ones. The relay key is never pinned: only relays ever read it.
+        # default every daemon gets fresh ones.
         made = cls(
             agent_token=os.environ.get("MCPHOST_TOKEN") or secrets.token_urlsafe(32),
             api_token=os.environ.get("MCPHOST_API_TOKEN") or secrets.token_urlsafe(32),
-            relay_key=secrets.token_urlsafe(32),
         )
         if made.api_token == made.agent_token:
             raise ValueError(

@@ -42,11 +42,12 @@ async def serve_http(
     url: str,
     *,
     editor_socket: Path | None = None,
+    agent_socket: Path | None = None,
     until: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve agents until a signal, or until `until` returns (`serve --stdio`: the editor closed the channel)."""
     port = sock.getsockname()[1]
-    mcp_server = build_server(host.gateway, relay_key=secrets_.relay_key)
+    mcp_server = build_server(host.gateway)
     app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path)
     # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in
     # flight (a call cut short is recorded as cancelled) and the upstreams are closed.
@@ -72,7 +73,7 @@ async def serve_http(
                 token=secrets_.agent_token,
                 api_url=url.removesuffix(MCP_PATH) + API_PATH,
                 api_token=secrets_.api_token,
-                relay_key=secrets_.relay_key,
+                relay_socket=str(agent_socket) if agent_socket else None,
                 config_path=str(host.loaded.path),
                 editor_socket=str(editor_socket) if editor_socket else None,
             )

@@ -8,7 +8,6 @@ import hmac
 import itertools
 import json
 import logging
-import re
 import secrets
 import uuid
 import weakref
@@ -40,36 +39,6 @@ INSTRUCTIONS = (
 
 _VARIANTS = {variant.value: variant for variant in ToolVariant}
 WARNING_PREFIX = "mcphost warning: "
-
-# Sent by `mcphost mcp` when it relays to a daemon, so that one agent process is one session whatever the protocol
-# version's idea of sessions: `<session>.<proof>`, where the proof is an HMAC of the session under the daemon's
-# relay key. The key is only in the daemon's discovery file (0600), which relays read and agents are never given:
-# a session id seen in a record or a prompt cannot be replayed, and without a valid proof a stateless request is a
-# session of one call.
-RELAY_SESSION_HEADER = "x-mcphost-relay-session"
-_RELAY_SESSION = re.compile(r"[0-9a-f]{32}")
-
-
-def relay_proof(key: str, session: str) -> str:
-    """The header value that proves `session` to the daemon holding `key`."""
-    mac = hmac.new(key.encode(), b"mcphost relay session\0" + session.encode(), hashlib.sha256).hexdigest()
-    return f"{session}.{mac}"
-
-
-def new_relay_session() -> str:
-    return uuid.uuid4().hex
-
-
-def proven_relay_session(key: str | None, header: str | None) -> str | None:
-    """The session a relay header proves under `key`, or None when it proves nothing."""
-    if not key or not header:
-        return None
-    session, _, _mac = header.partition(".")
-    if not _RELAY_SESSION.fullmatch(session):
-        return None
-    if not hmac.compare_digest(relay_proof(key, session).encode(), header.encode("utf-8", "replace")):
-        return None
-    return session
 
 
 def error_data(err: GatewayError) -> dict[str, Any]:
@@ -130,16 +99,15 @@ class _Sessions:
     """A stable id per agent session, for the activity log and for "allow for this session".
 
     The id must be one the agent cannot choose, or copying another agent's id (it shows in records and prompts)
-    would take over that agent's session approvals. So it is, in order: the process for stdio (one agent per
-    `mcphost mcp`); a relay's session proven with the daemon's relay key; the transport's session, which the
-    daemon's session manager minted (only sessions it knows reach the server), under a name derived from its id;
-    else the handshake connection. Stateless 2026-era HTTP requests without a proof have none: a header such as
-    `mcp-session-id` names nothing the daemon gave out.
+    would take over that agent's session approvals. So it is, in order: the one fixed for the connection (one agent
+    per `mcphost mcp` process, or per relay connection to the daemon's agent socket); the transport's session, which
+    the daemon's session manager minted (only sessions it knows reach the server), under a name derived from its id;
+    else the handshake connection. Stateless 2026-era HTTP requests have none: a header such as `mcp-session-id`
+    names nothing the daemon gave out.
     """
 
-    def __init__(self, fixed: str | None = None, relay_key: str | None = None) -> None:
+    def __init__(self, fixed: str | None = None) -> None:
         self._fixed = fixed
-        self._relay_key = relay_key
         self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._naming_key = secrets.token_bytes(32)
 
@@ -152,10 +120,6 @@ class _Sessions:
     def session_id(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         if self._fixed is not None:
             return self._fixed
-        if ctx.request is not None:
-            relayed = proven_relay_session(self._relay_key, ctx.request.headers.get(RELAY_SESSION_HEADER))
-            if relayed is not None:
-                return f"relay-{relayed}"
         connection = getattr(ctx.session, "_connection", None)
         transport_id = getattr(connection, "session_id", None)
         if transport_id:
@@ -196,11 +160,10 @@ def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
     return ask
 
 
-def build_server(gateway: Gateway, *, session_id: str | None = None, relay_key: str | None = None) -> Server[Any]:
-    """The MCP server over `gateway`; `session_id` when it serves exactly one agent (stdio, a relay's connection);
-    `relay_key` checks the session proofs of `mcphost mcp` relays over HTTP."""
+def build_server(gateway: Gateway, *, session_id: str | None = None) -> Server[Any]:
+    """The MCP server over `gateway`; `session_id` when it serves exactly one agent (stdio, a relay's connection)."""
     tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
-    sessions = _Sessions(fixed=session_id, relay_key=relay_key)
+    sessions = _Sessions(fixed=session_id)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -1,10 +1,9 @@
-"""`mcphost mcp` with a daemon running: relay the agent's stdio MCP session to the daemon's HTTP endpoint, so
-that its prompts reach the person's editor and its calls share the daemon's upstreams, grants and log.
+"""`mcphost mcp` with a daemon running: relay the agent's stdio MCP session to the daemon's agent socket, so that
+its prompts reach the person's editor and its calls share the daemon's upstreams, grants and log.
 
-The relay moves JSON-RPC messages both ways without reading their params: the agent's `initialize` (its name and
-capabilities, elicitation included) reaches the daemon as sent. A header carries the relay's session and its
-proof (an HMAC under the daemon's relay key, from the discovery file), so that "allow for this session" means this
-agent process whatever the protocol version's idea of sessions, and no other agent can claim it.
+The relay moves JSON-RPC messages both ways without reading their params, one line for one line: the agent's
+`initialize` (its name and capabilities, elicitation included) reaches the daemon as sent, and a 2026-era client's
+requests too. The connection is the session, so "allow for this session" means this agent process.
 
 The agent's session outlives the daemon. When the daemon goes away, the calls it had in flight get a JSON-RPC error
 that says so (they may or may not have reached the upstream; nothing is retried on its own), and the relay carries
@@ -15,7 +14,7 @@ agent's handshake replayed, so the agent does not have to know.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import itertools
 import logging
 import sys
@@ -25,21 +24,17 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
-import httpx2
 import mcp_types as types
 from mcp.server import Server
-from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS, encode_header_value
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND, PROTOCOL_VERSION_META_KEY
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from mcphost import discovery
-from mcphost.serve.mcp_server import RELAY_SESSION_HEADER, new_relay_session, relay_proof
+from mcphost.pipes import MAX_LINE
 from mcphost.serve.stdio import serve_stdio
 
 logger = logging.getLogger(__name__)
@@ -47,8 +42,6 @@ logger = logging.getLogger(__name__)
 LocalServer = Callable[[], AbstractAsyncContextManager[tuple[Server[Any], Any]]]
 Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCResponse | types.JSONRPCError
 
-SESSION_ID_HEADER = "mcp-session-id"
-PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 # How often a relay serving in process looks for a daemon to go back to (a directory listing: cheap).
 DAEMON_POLL_S = 1.0
 PRIVATE_ID_PREFIX = "mcphost-relay-"
@@ -64,15 +57,13 @@ class Target:
 
     pid: int
     url: str
-    headers: dict[str, str]
-    relay_key: str | None
+    socket: str | None
 
     @classmethod
     def from_info(cls, info: dict[str, Any]) -> Target:
-        mcp = info["mcp"]
-        relay = info.get("relay") if isinstance(info.get("relay"), dict) else {}
-        key = relay.get("key") if relay else None
-        return cls(int(info["pid"]), str(mcp["url"]), dict(mcp.get("headers") or {}), key if key else None)
+        relay = info.get("relay")
+        socket = relay.get("socket") if isinstance(relay, dict) else None
+        return cls(int(info["pid"]), str(info["mcp"]["url"]), socket if isinstance(socket, str) else None)
 
     @property
     def name(self) -> str:
@@ -88,14 +79,6 @@ class _Lost(Exception):
         self.gone = gone
 
 
-class _Undelivered(Exception):
-    """The message never reached the daemon: it can go to the next backend as it is."""
-
-
-class _Broken(Exception):
-    """The connection broke after the message was sent: it may or may not have been acted on."""
-
-
 def _key(request_id: Any) -> str:
     # "7" and 7 are one id to the SDK's dispatcher; they must be one here too.
     return str(request_id)
@@ -108,7 +91,6 @@ class _Relay:
 
     to_agent: Any
     config_path: Path
-    session: str = field(default_factory=new_relay_session)
     queue: deque[Message] = field(default_factory=deque)
     in_flight: dict[str, types.JSONRPCRequest] = field(default_factory=dict)
     handshake: types.JSONRPCRequest | None = None
@@ -126,13 +108,6 @@ class _Relay:
             if isinstance(item, Exception):
                 continue  # stdio has answered what it could not read
             message = item.message
-            if isinstance(message, types.JSONRPCRequest) and message.method == "server/discover":
-                # The handshake era keeps a back channel (a prompt through the agent's own client needs one), and
-                # it is what can be replayed to a new backend: answer the probe so the agent falls back to it.
-                await self.answer(
-                    message.id, METHOD_NOT_FOUND, "server/discover: the mcphost relay speaks the initialize handshake"
-                )
-                continue
             if isinstance(message, types.JSONRPCNotification):
                 if message.method == "notifications/initialized":
                     self.initialized = message
@@ -233,54 +208,38 @@ def _replay_failed(answer: list[Message]) -> str | None:
 
 
 class _DaemonBackend:
-    """One MCP session with a daemon over its HTTP endpoint: a POST per message, the answer (and whatever the daemon
-    sends about the request meanwhile, such as a prompt through the agent's client) on its response stream."""
+    """One MCP session with a daemon over its agent socket: each message a line, as on stdio; whatever the daemon
+    sends (answers, and its own requests such as a question through the agent's client) goes on to the agent."""
 
     def __init__(self, target: Target, relay: _Relay) -> None:
         self.target = target
         self.relay = relay
-        self.session_id: str | None = None
-        self.protocol_version: str | None = None
         self.lost: _Lost | None = None
         self.answered = 0  # answers passed on: a session that served before may well serve again
-        self._http: httpx2.AsyncClient | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._modern_posts: dict[str, anyio.CancelScope] = {}
 
     async def serve(self) -> None:
         """Relay until the agent is done; raises _Lost when the daemon can no longer serve the session."""
-        headers = {
-            **self.target.headers,
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-        }
-        if self.target.relay_key:
-            headers[RELAY_SESSION_HEADER] = relay_proof(self.target.relay_key, self.relay.session)
-        # No proxy from the environment: the daemon is on loopback, and the token must not go anywhere else.
-        timeout = httpx2.Timeout(10.0, read=None)
-        async with httpx2.AsyncClient(headers=headers, timeout=timeout, trust_env=False) as http:
-            self._http = http
-            try:
-                async with anyio.create_task_group() as tg:
-                    self._tg = tg
-                    if self.relay.handshake is not None:
-                        try:
-                            await self._replay(self.relay.handshake)
-                        except _Lost as lost:
-                            self._lose(lost)
-                    while self.lost is None and (message := await self.relay.take()) is not None:
-                        if self.lost is not None:
-                            self.relay.requeue(message)
-                            break
-                        if isinstance(message, types.JSONRPCRequest):
-                            tg.start_soon(self._request, message)
-                        else:
-                            await self._other(message)
-                    # The agent closed its end: nobody is left to read answers still coming.
-                    tg.cancel_scope.cancel()
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                    await self._end_session()
+        if self.target.socket is None:
+            raise _Lost(f"{self.target.name} announces no agent socket (is it an older mcphost?)")
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.target.socket, limit=MAX_LINE)
+        except OSError as exc:
+            raise _Lost(f"{self.target.name} takes no connections ({exc.strerror or exc})") from None
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._read, reader)
+                if self.relay.handshake is not None:
+                    await self._replay(writer, self.relay.handshake)
+                while self.lost is None and (message := await self.relay.take()) is not None:
+                    if not await self._write(writer, message):
+                        self.relay.requeue(message)
+                        break
+                # The agent closed its end (or the daemon is lost): nobody is left to read answers still coming.
+                tg.cancel_scope.cancel()
+        finally:
+            writer.close()
         if self.lost is not None:
             raise self.lost
 
@@ -290,192 +249,64 @@ class _DaemonBackend:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
-    async def _replay(self, handshake: types.JSONRPCRequest) -> None:
+    async def _write(self, writer: asyncio.StreamWriter, message: Message) -> bool:
+        """Whether `message` went to the daemon; a refused write loses the daemon."""
+        writer.write(message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
+        try:
+            await writer.drain()
+        except ConnectionError as exc:
+            self._lose(await self._ended(f"the connection broke ({type(exc).__name__})"))
+            return False
+        return True
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            except asyncio.LimitOverrunError:
+                self._lose(_Lost(f"{self.target.name} sent a message longer than {MAX_LINE} bytes", gone=False))
+                return
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValidationError as exc:
+                logger.warning("the daemon sent an unreadable message, dropped: %s", exc.errors()[:1])
+                continue
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and not _is_private(message.id):
+                self.answered += 1
+            await self.relay.deliver(message)
+        # The daemon ended the session: its calls in flight may or may not have run, and will not be answered.
+        lost = await self._ended("it closed the session")
+        await self.relay.fail_in_flight(death(self.target, lost.reason))
+        self._lose(lost)
+
+    async def _ended(self, cause: str) -> _Lost:
+        """Why the session ended: the daemon's process ended (gone), or it closed the session and lives on."""
+        for _ in range(10):
+            if not discovery.process_alive(self.target.pid):
+                return _Lost(f"its process ended ({cause})")
+            await anyio.sleep(0.1)
+        return _Lost(f"{self.target.name} ended the relay's session ({cause})", gone=False)
+
+    async def _replay(self, writer: asyncio.StreamWriter, handshake: types.JSONRPCRequest) -> None:
         request, done, answer = self.relay.private(handshake)
         try:
-            await self._send(request)
+            if not await self._write(writer, request):
+                return
             with anyio.fail_after(30):
                 await done.wait()
-        except _Undelivered as exc:
-            raise _Lost(str(exc)) from None
-        except (_Broken, TimeoutError) as exc:
-            raise _Lost(f"{self.target.name} did not take the session's handshake: {exc or 'timed out'}") from None
+        except TimeoutError:
+            self._lose(_Lost(f"{self.target.name} did not answer the session's handshake"))
+            return
         finally:
             self.relay.forget(request.id)
         problem = _replay_failed(answer)
         if problem is not None:
-            raise _Lost(f"{self.target.name} refused the session's handshake: {problem}")
+            self._lose(_Lost(f"{self.target.name} refused the session's handshake: {problem}"))
+            return
         if self.relay.initialized is not None:
-            await self._other(self.relay.initialized)
-
-    async def _request(self, request: types.JSONRPCRequest) -> None:
-        if self.lost is not None:
-            self.relay.requeue(request)  # taken just as another call found the daemon gone: not sent
-            return
-        scope = anyio.CancelScope()
-        if _modern_version(request) is not None:
-            self._modern_posts[_key(request.id)] = scope
-        try:
-            with scope:
-                await self._send(request)
-        except _Undelivered as exc:
-            self.relay.requeue(request)
-            self._lose(_Lost(str(exc), gone=not isinstance(exc, _SessionEnded)))
-        except _Broken as exc:
-            if await self._gone():
-                self._lose(_Lost("its process ended and took the call's connection with it"))
-            else:
-                await self.relay.answer(request.id, INTERNAL_ERROR, f"{request.method}: {exc}")
-        finally:
-            self._modern_posts.pop(_key(request.id), None)
-
-    async def _other(self, message: Message) -> None:
-        """A notification or an answer to the daemon's own request: a POST the daemon acknowledges with 202."""
-        if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            scope = self._modern_posts.get(_key((message.params or {}).get("requestId")))
-            if scope is not None:
-                # A 2026-era request is cancelled by closing its stream; the daemon has no use for the notice.
-                scope.cancel()
-                return
-        try:
-            await self._send(message)
-        except (_Undelivered, _Broken) as exc:
-            # A notice lost with its daemon needs no answer; the requests it concerned are answered on their own.
-            logger.debug("dropped %s: %s", type(message).__name__, exc)
-
-    async def _gone(self) -> bool:
-        """Whether the daemon is gone, after a call's stream broke: a stream can also break on its own while the
-        daemon serves on. Its process is checked first (a killed daemon's port may take new connections for a
-        moment while its last threads die), then whether it still takes connections, for up to a second."""
-        for _ in range(10):
-            if not discovery.process_alive(self.target.pid) or not await self._accepts():
-                return True
-            await anyio.sleep(0.1)
-        return False
-
-    async def _accepts(self) -> bool:
-        parts = urlsplit(self.target.url)
-        try:
-            with anyio.fail_after(2):
-                stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", parts.port or 80)
-        except (OSError, TimeoutError):
-            return False
-        await stream.aclose()
-        return True
-
-    def _headers_for(self, message: Message) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        modern = _modern_version(message)
-        if modern is not None:
-            assert isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification)
-            headers[PROTOCOL_VERSION_HEADER] = modern
-            headers[MCP_METHOD_HEADER] = message.method
-            name_key = NAME_BEARING_METHODS.get(message.method)
-            name = (message.params or {}).get(name_key) if name_key else None
-            if isinstance(name, str):
-                headers[MCP_NAME_HEADER] = encode_header_value(name)
-            return headers
-        if self.session_id is not None:
-            headers[SESSION_ID_HEADER] = self.session_id
-        if self.protocol_version is not None:
-            headers[PROTOCOL_VERSION_HEADER] = self.protocol_version
-        return headers
-
-    async def _send(self, message: Message) -> None:
-        body = message.model_dump_json(by_alias=True, exclude_unset=True)
-        try:
-            assert self._http is not None
-            async with self._http.stream(
-                "POST", self.target.url, content=body, headers=self._headers_for(message)
-            ) as response:
-                await self._answer_from(message, response)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            raise _Undelivered(f"{self.target.name} takes no connections ({exc or type(exc).__name__})") from None
-        except httpx2.TransportError as exc:
-            raise _Broken(f"the connection to {self.target.name} broke ({exc or type(exc).__name__})") from None
-
-    async def _answer_from(self, message: Message, response: httpx2.Response) -> None:
-        status = response.status_code
-        if status == 401:
-            raise _Undelivered(f"{self.target.name} no longer takes the token in its discovery file")
-        if status == 404 and self.session_id is not None and _modern_version(message) is None:
-            # The daemon forgot the session (it idled out): nothing was done; a new handshake and a resend fix it.
-            raise _SessionEnded(f"{self.target.name} ended the relay's session")
-        if not isinstance(message, types.JSONRPCRequest):
-            if status >= 400:
-                logger.warning("the daemon refused a %s: HTTP %s", type(message).__name__, status)
-            return
-        if status >= 400 or status == 202:
-            await self.relay.deliver(_error_answer(message.id, status, await response.aread()))
-            return
-        if message.method == "initialize":
-            self.session_id = response.headers.get(SESSION_ID_HEADER)
-        content_type = response.headers.get("content-type", "").lower()
-        if content_type.startswith("application/json"):
-            await self._forward(message, await response.aread())
-            return
-        if not content_type.startswith("text/event-stream"):
-            await self.relay.answer(message.id, INTERNAL_ERROR, f"the daemon answered with {content_type!r}")
-            return
-        async for event in httpx2.EventSource(response, max_event_size=None):
-            if event.data and await self._forward(message, event.data):
-                return
-        raise _Broken(f"{self.target.name} closed this call's stream before answering it")
-
-    async def _forward(self, request: types.JSONRPCRequest, data: str | bytes) -> bool:
-        """Pass one message from the daemon on; True when it is the answer to `request`."""
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(data, by_name=False)
-        except ValidationError as exc:
-            await self.relay.answer(request.id, INTERNAL_ERROR, f"the daemon sent an unreadable answer: {exc}")
-            return True
-        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            await self.relay.deliver(message)
-            return False
-        message.id = request.id
-        if not _is_private(request.id):
-            self.answered += 1
-        if request.method == "initialize" and isinstance(message, types.JSONRPCResponse):
-            version = message.result.get("protocolVersion")
-            self.protocol_version = version if isinstance(version, str) else None
-        await self.relay.deliver(message)
-        return True
-
-    async def _end_session(self) -> None:
-        """Tell the daemon the session is over, so it frees it now rather than when it idles out."""
-        if self.session_id is None or self._http is None:
-            return
-        headers = {SESSION_ID_HEADER: self.session_id}
-        if self.protocol_version is not None:
-            headers[PROTOCOL_VERSION_HEADER] = self.protocol_version
-        with contextlib.suppress(httpx2.TransportError):
-            await self._http.delete(self.target.url, headers=headers)
-
-
-class _SessionEnded(_Undelivered):
-    """The daemon no longer knows the session: the message was not acted on."""
-
-
-def _error_answer(request_id: Any, status: int, body: bytes) -> types.JSONRPCError:
-    """The daemon's JSON-RPC error for a refused request, under the request's id; else one that names the status."""
-    try:
-        parsed = types.jsonrpc_message_adapter.validate_json(body, by_name=False)
-    except ValidationError:
-        parsed = None
-    if isinstance(parsed, types.JSONRPCError):
-        return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=parsed.error)
-    text = body.decode("utf-8", "replace")[:300]
-    error = types.ErrorData(code=INTERNAL_ERROR, message=f"the daemon answered HTTP {status}: {text}")
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-
-
-def _modern_version(message: Message) -> str | None:
-    """The 2026-era protocol version a request or notification carries in its `_meta`, if any."""
-    if not isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
-        return None
-    meta = (message.params or {}).get("_meta")
-    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-    return version if isinstance(version, str) and version in MODERN_PROTOCOL_VERSIONS else None
+            await self._write(writer, self.relay.initialized)
 
 
 # ---- in this process
@@ -505,6 +336,9 @@ class _LocalBackend:
                     async with anyio.create_task_group() as pumping:
                         pumping.start_soon(self._watch_for_daemon, pumping.cancel_scope, back_to)
                         while (message := await self.relay.take()) is not None:
+                            if self._daemon_is_back(message, back_to):
+                                self.relay.requeue(message)
+                                break
                             try:
                                 await to_server.send(SessionMessage(message))
                             except anyio.get_cancelled_exc_class():
@@ -512,6 +346,17 @@ class _LocalBackend:
                                 raise
                         pumping.cancel_scope.cancel()
         return back_to[0] if back_to else None
+
+    def _daemon_is_back(self, message: Message, back_to: list[Target]) -> bool:
+        """Whether a daemon serves the config again and `message` is the only call: then it goes there, so that its
+        prompt reaches the person's editor (a directory listing per call, only while serving in process)."""
+        if not isinstance(message, types.JSONRPCRequest) or len(self.relay.in_flight) != 1:
+            return False
+        target = self.find()
+        if target is None:
+            return False
+        back_to.append(target)
+        return True
 
     async def _answers(self, from_server: Any) -> None:
         async with from_server:

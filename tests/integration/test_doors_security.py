@@ -12,12 +12,12 @@ import httpx2
 import pytest
 import pytest_asyncio
 
-from mcphost.serve.mcp_server import RELAY_SESSION_HEADER
 from tests.editor_client import editor
 from tests.helpers import Daemon, RawAgent, Sandbox, agent, daemon, http_agent, raw_agent, text_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
+RELAY_HEADER = "x-mcphost-relay-session"
 WRITE = {"name": "probe:plain_echo", "args": {"text": "hi"}, "intent": {"operation_type": "write"}}
 
 
@@ -94,13 +94,14 @@ async def test_an_agent_that_copies_a_relayed_sessions_id_is_prompted_not_grante
         stolen = ed.prompts[-1]["session_id"]
         assert stolen.startswith("relay-")
         bare = stolen.removeprefix("relay-")
-        # What another agent can learn (the id in records and prompts), and guesses at a proof.
+        # What another agent can learn (the id in records and prompts), sent as a session id and in the header
+        # relays once proved their sessions with over HTTP (they now hold a connection to the agent socket).
         copies = [
             {"mcp-session-id": stolen},
-            {RELAY_SESSION_HEADER: stolen},
-            {RELAY_SESSION_HEADER: bare},
-            {RELAY_SESSION_HEADER: f"{bare}.{'0' * 64}"},
-            {RELAY_SESSION_HEADER: f"{stolen}.{'0' * 64}"},
+            {RELAY_HEADER: stolen},
+            {RELAY_HEADER: bare},
+            {RELAY_HEADER: f"{bare}.{'0' * 64}"},
+            {RELAY_HEADER: f"{stolen}.{'0' * 64}"},
         ]
         before = len(ed.prompts)
         for copied in copies:
@@ -110,12 +111,12 @@ async def test_an_agent_that_copies_a_relayed_sessions_id_is_prompted_not_grante
     copied_prompts = ed.prompts[before:]
     assert len(copied_prompts) == len(copies)
     for prompt in copied_prompts:
-        assert prompt["session_id"] is None  # no valid proof: a session of one call
+        assert prompt["session_id"] is None  # a stateless request: a session of one call
         assert "session" not in prompt["remember_options"]
 
 
-async def test_a_relayed_modern_agent_is_one_session_proven_by_its_relay(shared: Daemon) -> None:
-    # A 2026-era agent has no handshake: only the relay's proof makes its calls one session.
+async def test_a_relayed_modern_agent_is_one_session_held_by_its_relay(shared: Daemon) -> None:
+    # A 2026-era agent has no handshake: the relay's connection to the daemon makes its calls one session.
     async with editor(shared.editor_socket, session_when_offered) as ed, agent(shared.box, mode="2026-07-28") as a:
         assert not (await a.call_tool("call_tool_write", WRITE)).is_error
         assert not (await a.call_tool("call_tool_write", WRITE)).is_error
