@@ -4,26 +4,34 @@ token, every route behind Host and Origin checks."""
 from __future__ import annotations
 
 import hmac
+import math
 import os
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import orjson
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.routing import Route, request_response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
+from mcphost.serve.mcp_server import HttpCalls, shortcut_call
+from mcphost.serve.stdio import PARSER_DEPTH, dump_line
 
 MCP_PATH = "/mcp"
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
 
 
 @dataclass(frozen=True)
@@ -117,10 +125,175 @@ def security_settings(port: int) -> TransportSecuritySettings:
     )
 
 
-def build_http_app(server: Server[Any], secrets_: Secrets, port: int, activity_path: Path | None = None) -> ASGIApp:
+_JSON_AND_STREAM = ("application/json", "text/event-stream")
+
+
+class CallShortcut:
+    """In front of the SDK's streamable HTTP app: a tool call in a handshake-era session the SDK's manager knows is
+    answered here (`HttpCalls`), as plain JSON, or as an event stream only when it must put a question to the
+    agent's client first. What this does not take (the handshake, listings, 2026-era requests, anything malformed)
+    reaches the SDK as it came. The SDK's way costs a session task, an in-memory stream and an event stream per call;
+    on loopback that was most of a call's time."""
+
+    def __init__(self, app: ASGIApp, manager: StreamableHTTPSessionManager, calls: HttpCalls) -> None:
+        self.app = app
+        self.manager = manager
+        self.calls = calls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        session = headers.get(SESSION_HEADER)
+        if scope["method"] == "DELETE":
+            await self.app(scope, receive, send)
+            if session is not None:
+                self.calls.closed(session)
+            return
+        version = headers.get(VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await self.app(scope, receive, send)
+            return
+        body = await _body(receive)
+        replay = _replaying(body, receive)
+        message = _parsed(body)
+        if session is None:
+            if message is not None and message.get("method") == "initialize":
+                await self.app(scope, replay, self._opening(send, message))
+            else:
+                await self.app(scope, replay, send)
+            return
+        transport = self.manager._server_instances.get(session)
+        if message is None or transport is None or transport.is_terminated or not self.calls.knows(session):
+            await self.app(scope, replay, send)
+            return
+        method = message.get("method")
+        accept = headers.get("accept", "")
+        if method == "tools/call" and all(kind in accept for kind in _JSON_AND_STREAM):
+            call = shortcut_call(message)
+            if call is not None:
+                with _held(transport):
+                    await self._answer(session, call, send)
+                return
+        elif method is None and self.calls.answered(message):
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        elif method == "notifications/cancelled":
+            self.calls.cancel(session, message)
+        await self.app(scope, replay, send)
+
+    def _opening(self, send: Send, initialize: dict[str, Any]) -> Send:
+        """`send`, noting the session the SDK opens for this `initialize` (its id is in the response's headers)."""
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 200:
+                for key, value in message.get("headers") or []:
+                    if key.lower() == SESSION_HEADER.encode():
+                        self.calls.opened(value.decode("latin-1"), initialize)
+            await send(message)
+
+        return noting
+
+    async def _answer(self, session: str, call: tuple[Any, str, dict[str, Any]], send: Send) -> None:
+        streaming = False
+
+        async def emit(message: dict[str, Any]) -> None:
+            nonlocal streaming
+            if not streaming:
+                streaming = True
+                stream_headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+                await send({"type": "http.response.start", "status": 200, "headers": stream_headers})
+            event = b"event: message\ndata: " + dump_line(message).rstrip(b"\n") + b"\n\n"
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+
+        request_id, name, arguments = call
+        response = await self.calls.answer(session, request_id, name, arguments, emit)
+        if streaming:
+            if response is not None:
+                await emit(response)
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body = b"" if response is None else dump_line(response).rstrip(b"\n")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200 if response is not None else 202,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _body(receive: Receive) -> bytes:
+    parts = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """`receive` for an app that must read the body this has already read."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _parsed(body: bytes) -> dict[str, Any] | None:
+    # As on stdio: only what the SDK's parser would read too (it refuses deeper nesting with an error of its own).
+    if body.count(b"[") + body.count(b"{") >= PARSER_DEPTH:
+        return None
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+@contextmanager
+def _held(transport: Any) -> Iterator[None]:
+    """The session counts the call as a request in flight, as the SDK's transport counts its own: a session used
+    only for tool calls must not idle out under its agent."""
+    idle, timeout = transport.idle_scope, getattr(transport, "_idle_timeout", None)
+    if idle is None or timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout
+
+
+def build_http_app(
+    server: Server[Any],
+    secrets_: Secrets,
+    port: int,
+    activity_path: Path | None = None,
+    calls: HttpCalls | None = None,
+) -> ASGIApp:
     manager = StreamableHTTPSessionManager(app=server, security_settings=security_settings(port))
+    mcp_app: ASGIApp = StreamableHTTPASGIApp(manager)
+    if calls is not None:
+        mcp_app = CallShortcut(mcp_app, manager, calls)
     mcp_endpoint = BearerTokenGuard(
-        StreamableHTTPASGIApp(manager),
+        mcp_app,
         secrets_.agent_token,
         (
             secrets_.api_token,

@@ -16,7 +16,7 @@ from mcphost import discovery
 from mcphost.host import Host
 from mcphost.serve.activity_api import API_PATH
 from mcphost.serve.http_app import MCP_PATH, Secrets, build_http_app
-from mcphost.serve.mcp_server import build_server
+from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 
 class _Server(uvicorn.Server):
@@ -47,8 +47,10 @@ async def serve_http(
 ) -> None:
     """Serve agents until a signal, or until `until` returns (`serve --stdio`: the editor closed the channel)."""
     port = sock.getsockname()[1]
-    mcp_server = build_server(host.gateway)
-    app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path)
+    sessions = Sessions()
+    mcp_server = build_server(host.gateway, sessions=sessions)
+    calls = HttpCalls(host.gateway, sessions)
+    app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path, calls=calls)
     # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in
     # flight (a call cut short is recorded as cancelled) and the upstreams are closed.
     server = _Server(

@@ -11,7 +11,7 @@ import logging
 import secrets
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -95,7 +95,7 @@ def client_name(info: Any) -> str | None:
     return None
 
 
-class _Sessions:
+class Sessions:
     """A stable id per agent session, for the activity log and for "allow for this session".
 
     The id must be one the agent cannot choose, or copying another agent's id (it shows in records and prompts)
@@ -111,7 +111,7 @@ class _Sessions:
         self._ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._naming_key = secrets.token_bytes(32)
 
-    def _name_of(self, transport_id: str) -> str:
+    def name_of(self, transport_id: str) -> str:
         """What records and prompts call a transport session: derived from its id, never the id itself. The id is
         what a request names to be served inside the session; whoever read it in a record could do just that."""
         digest = hmac.new(self._naming_key, transport_id.encode(), hashlib.sha256).hexdigest()
@@ -123,7 +123,7 @@ class _Sessions:
         connection = getattr(ctx.session, "_connection", None)
         transport_id = getattr(connection, "session_id", None)
         if transport_id:
-            return self._name_of(str(transport_id))
+            return self.name_of(str(transport_id))
         if connection is None or getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
             # 2026-era HTTP is one exchange per request: there is no session to name, and a fresh id per call
             # would only pretend there were.
@@ -160,10 +160,11 @@ def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
     return ask
 
 
-def build_server(gateway: Gateway, *, session_id: str | None = None) -> Server[Any]:
-    """The MCP server over `gateway`; `session_id` when it serves exactly one agent (stdio, a relay's connection)."""
+def build_server(gateway: Gateway, *, session_id: str | None = None, sessions: Sessions | None = None) -> Server[Any]:
+    """The MCP server over `gateway`; `session_id` when it serves exactly one agent (stdio, a relay's connection);
+    `sessions` when the HTTP shortcut must name sessions as the server does."""
     tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
-    sessions = _Sessions(fixed=session_id)
+    sessions = sessions or Sessions(fixed=session_id)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -277,34 +278,10 @@ class DirectCalls:
         )
 
     def _answered(self, message: dict[str, Any]) -> bool:
-        request_id = message.get("id")
-        waiting = self._asked.get(request_id) if isinstance(request_id, str) else None
-        if waiting is None:
-            return False
-        if not waiting.done():
-            waiting.set_result(message)
-        return True
+        return answered(self._asked, message)
 
     async def _ask(self, message: str, schema: dict[str, Any]) -> bool:
-        request_id = f"{ASK_ID_PREFIX}{next(self._ask_ids)}"
-        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._asked[request_id] = waiting
-        params = {"mode": "form", "message": message, "requestedSchema": schema}
-        try:
-            await self._send(
-                dump_line({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params})
-            )
-            reply = await waiting
-        finally:
-            self._asked.pop(request_id, None)
-        error = reply.get("error")
-        if error is not None:
-            raise RuntimeError(f"the client refused the elicitation: {error}")
-        result = reply.get("result")
-        if not isinstance(result, dict):
-            return False
-        content = result.get("content") or {}
-        return result.get("action") == "accept" and isinstance(content, dict) and content.get("approve") is True
+        return await ask_client(self._asked, self._ask_ids, message, schema, lambda m: self._send(dump_line(m)))
 
 
 _MODERN_META = PROTOCOL_VERSION_META_KEY
@@ -317,3 +294,129 @@ def _valid_request_id(value: Any) -> bool:
 def _id_key(value: Any) -> str:
     # "7" and 7 are one id to the SDK's dispatcher; they are one here too.
     return str(value)
+
+
+async def ask_client(
+    asked: dict[str, asyncio.Future[dict[str, Any]]],
+    ids: itertools.count[int],
+    message: str,
+    schema: dict[str, Any],
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+) -> bool:
+    """Put a yes/no question to the agent's user through its client (elicitation/create, form mode), as the SDK's
+    `elicit_form` does; the answer arrives in `asked` under the request's id."""
+    request_id = f"{ASK_ID_PREFIX}{next(ids)}"
+    waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    asked[request_id] = waiting
+    params = {"mode": "form", "message": message, "requestedSchema": schema}
+    try:
+        await send({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params})
+        reply = await waiting
+    finally:
+        asked.pop(request_id, None)
+    error = reply.get("error")
+    if error is not None:
+        raise RuntimeError(f"the client refused the elicitation: {error}")
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        return False
+    content = result.get("content") or {}
+    return result.get("action") == "accept" and isinstance(content, dict) and content.get("approve") is True
+
+
+def answered(asked: dict[str, asyncio.Future[dict[str, Any]]], message: dict[str, Any]) -> bool:
+    """Whether `message` is the client's answer to a question of ours (then it is delivered)."""
+    request_id = message.get("id")
+    waiting = asked.get(request_id) if isinstance(request_id, str) else None
+    if waiting is None:
+        return False
+    if not waiting.done():
+        waiting.set_result(message)
+    return True
+
+
+def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | None:
+    """(id, tool name, arguments) of a tools/call a shortcut may answer: a well-formed one of the handshake era.
+    What is malformed the SDK answers, with the error it names; 2026-era requests (their protocol version in
+    `_meta`) are the SDK's too."""
+    request_id, params = message.get("id"), message.get("params")
+    if not _valid_request_id(request_id) or not isinstance(params, dict):
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    meta = params.get("_meta")
+    if (
+        not isinstance(name, str)
+        or not isinstance(arguments, dict)
+        or (isinstance(meta, dict) and _MODERN_META in meta)
+    ):
+        return None
+    return request_id, name, arguments
+
+
+class HttpCalls:
+    """tools/call in a handshake-era HTTP session, past the SDK's session and event stream: the HTTP app hands
+    over the parsed request of a session the SDK's manager knows, and sends what this returns. The session's name is
+    the one the SDK path gives it (`Sessions.name_of`); its client's name and capabilities come from its
+    `initialize`, which the app shows this on the way in."""
+
+    def __init__(self, gateway: Gateway, sessions: Sessions) -> None:
+        self._gateway = gateway
+        self._sessions = sessions
+        self._clients: dict[str, tuple[str | None, bool]] = {}
+        self._running: dict[tuple[str, str], anyio.CancelScope] = {}
+        self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ask_ids = itertools.count()
+
+    def opened(self, transport_id: str, initialize: dict[str, Any]) -> None:
+        params = initialize.get("params")
+        params = params if isinstance(params, dict) else {}
+        capabilities = params.get("capabilities")
+        elicits = isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
+        self._clients[transport_id] = (client_name(params.get("clientInfo")), elicits)
+
+    def closed(self, transport_id: str) -> None:
+        self._clients.pop(transport_id, None)
+
+    def knows(self, transport_id: str) -> bool:
+        return transport_id in self._clients
+
+    def answered(self, message: dict[str, Any]) -> bool:
+        return answered(self._asked, message)
+
+    def cancel(self, transport_id: str, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if isinstance(params, dict):
+            scope = self._running.get((transport_id, _id_key(params.get("requestId"))))
+            if scope is not None:
+                scope.cancel()
+
+    async def answer(
+        self,
+        transport_id: str,
+        request_id: Any,
+        name: str,
+        arguments: dict[str, Any],
+        emit: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> dict[str, Any] | None:
+        """The JSON-RPC response to the call, or None when the client cancelled it. `emit` sends a message of ours
+        on this request's stream (a question through the agent's client) before the response."""
+        client, elicits = self._clients.get(transport_id, (None, False))
+
+        async def ask(message: str, schema: dict[str, Any]) -> bool:
+            return await ask_client(self._asked, self._ask_ids, message, schema, emit)
+
+        ctx = CallContext(
+            session_id=self._sessions.name_of(transport_id), client=client, elicit=ask if elicits else None
+        )
+        key = (transport_id, _id_key(request_id))
+        with anyio.CancelScope() as scope:
+            self._running[key] = scope
+            try:
+                result = await call_result(self._gateway, name, arguments, ctx)
+            finally:
+                self._running.pop(key, None)
+        if scope.cancelled_caught:
+            return None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
