@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcphost.activity.ids import new_record_id as new_record_id  # re-exported: records are made here
@@ -130,12 +131,19 @@ class ActivityRecord(_Open):
         content: a record whose content cannot be written keeps what can."""
         try:
             payload = self.safe_dict()
-            return payload, json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
+            return payload, _line(payload)
         except (RecursionError, ValueError, TypeError) as exc:
             kept = self.model_copy(update={"arguments": None, "details": None, "metadata": RecordMetadata()})
             payload = kept.safe_dict()
             payload["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
-            return payload, json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"
+            return payload, _line(payload)
 
     def to_json_line(self) -> str:
         return self.encode()[1]
+
+
+def _line(payload: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(payload).decode("utf-8") + "\n"
+    except orjson.JSONEncodeError:  # an integer past 64 bits (an agent's argument, say): Python's encoder has none
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")) + "\n"

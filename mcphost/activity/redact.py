@@ -361,20 +361,31 @@ def _gates() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
 _GATES = _gates()
 
 
+# Every record's every string goes through redact_text, so it first asks, in one C-level scan each, whether the
+# slow passes could change anything: a format's needle anywhere in the text, and a secret word anywhere in it. An
+# assignment is redacted only under a key made of [A-Za-z0-9_.-] whose words hold a secret term, so that term is in
+# the text once case and those separators are dropped.
+_ANY_NEEDLE = re.compile(
+    "|".join(re.escape(n) for n in sorted({n for _, ns, _ in _FORMATS for n in ns}, key=len)[::-1])
+)
+_ANY_SECRET_WORD = re.compile("|".join(sorted(_SECRET_TERMS, key=len, reverse=True)))
+_KEY_SEPARATORS = str.maketrans("", "", "_.-")
+
+
 def redact_text(text: str) -> str:
     """Replace substrings that look like well-known credential formats with "[REDACTED:<kind>]"."""
-    hits = 0  # bit i: format i has a needle in the text
-    for gate, entries in _GATES:
-        if gate in text:
-            for needle, index in entries:
-                if needle in text:
-                    hits |= 1 << index
-    if hits:
+    if _ANY_NEEDLE.search(text) is not None:
+        hits = 0  # bit i: format i has a needle in the text
+        for gate, entries in _GATES:
+            if gate in text:
+                for needle, index in entries:
+                    if needle in text:
+                        hits |= 1 << index
         for index, (kind, _, rx) in enumerate(_FORMATS):
             if hits >> index & 1:
                 replacer = _REPLACERS.get(kind)
                 text = rx.sub(replacer, text) if replacer else rx.sub(_MARKERS[kind], text)
-    if ":" in text or "=" in text:
+    if (":" in text or "=" in text) and _ANY_SECRET_WORD.search(text.lower().translate(_KEY_SEPARATORS)):
         text = _ASSIGNMENT_RE.sub(_replace_assignment, text)
     return text
 
@@ -422,7 +433,7 @@ def valid_text(text: str) -> bool:
 
 
 def _valid(text: str) -> str:
-    if valid_text(text):
+    if text.isascii() or valid_text(text):
         return text
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 

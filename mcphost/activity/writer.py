@@ -106,13 +106,19 @@ class ActivityLog:
                 logger.exception("activity listener failed")
         return seq
 
-    async def write(self, record: ActivityRecord) -> bool:
-        """Append, and return once the record is on disk (when `fsync` is on). Never raises."""
+    async def write(self, record: ActivityRecord, *, alone: bool = False) -> bool:
+        """Append, and return once the record is on disk (when `fsync` is on). Never raises.
+
+        `alone`: no other call is under way, so nothing can share this record's fsync and nobody waits on the event
+        loop meanwhile: it is made here, without the round trip to a worker thread (which, on a busy machine, costs
+        as much as the fsync). Records written together take the group path below."""
         seq = self.append(record)
         if seq is None:
             return False
         if not self.settings.fsync:
             return True
+        if alone and self._flushing is None:
+            return self.sync_through(seq)
         # One task at a time takes an fsync to a worker thread; the others wait for it and find themselves
         # covered, so a burst of calls costs one thread round trip and one fsync, not one of each per call.
         while self._synced < seq:

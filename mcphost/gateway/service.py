@@ -106,6 +106,7 @@ class Gateway:
         self.upstreams = upstreams
         self.activity = activity
         self.approvals = approvals
+        self._calls = 0  # calls under way: a call alone writes its records without a thread round trip
 
     # ---- retrieve_tools
 
@@ -169,10 +170,12 @@ class Gateway:
         )
         outcome = CallOutcome(status=Status.SUCCESS)
         progress = _Progress()
+        self._calls += 1
         try:
             await self._run(variant, arguments, ctx, loaded, record, outcome, progress)
         except BaseException:
             # Cancellation is a BaseException: it must not skip the record, and it must go on once it is written.
+            self._calls -= 1
             record.status = Status.CANCELLED.value
             record.forwarded = progress.forwarded
             record.duration_ms = _ms_since(started)
@@ -180,6 +183,7 @@ class Gateway:
             with anyio.CancelScope(shield=True):
                 await self.activity.write(record)
             raise
+        self._calls -= 1
         record.status = outcome.status.value
         record.warnings = list(outcome.warnings)
         record.duration_ms = _ms_since(started)
@@ -188,7 +192,7 @@ class Gateway:
         # Stamped when written, not when started, so the file stays in time order however long calls take.
         record.id, record.timestamp = new_record_id(), utc_now()
         # The agent sees the result only once its record is on disk (when [log] fsync is on).
-        durable = await self.activity.write(record)
+        durable = await self.activity.write(record, alone=self._calls == 0)
         if not durable and progress.forwarded and _refuses(loaded) and outcome.error is None:
             outcome.error = self._audit_unavailable(loaded, forwarded=True)
             outcome.status = Status.ERROR
@@ -294,7 +298,7 @@ class Gateway:
         start.status = Status.STARTED.value
         start.warnings = list(outcome.warnings)
         start.id, start.timestamp = new_record_id(), utc_now()
-        durable = await self.activity.write(start)
+        durable = await self.activity.write(start, alone=self._calls == 1)
         if not durable and _refuses(loaded):
             raise self._audit_unavailable(loaded, forwarded=False)
         record.started_id = start.id

@@ -198,3 +198,24 @@ async def test_fsync_is_grouped_and_each_write_returns_after_its_record_is_on_di
     lines = path.read_bytes().split(b"\n")
     assert len([line for line in lines if line]) == 50
     assert synced_sizes[-1] == path.stat().st_size
+
+
+async def test_a_record_written_alone_is_synced_on_the_loop_thread_before_write_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "activity.jsonl"
+    log = ActivityLog(path, LogSettings(fsync=True))
+    flushes: list[tuple[str, int]] = []
+    real_fdatasync = os.fdatasync
+
+    def noting(fd: int) -> None:
+        real_fdatasync(fd)
+        flushes.append((threading.current_thread().name, os.fstat(fd).st_size))
+
+    monkeypatch.setattr(writer_module.os, "fdatasync", noting)
+    assert await log.write(ActivityRecord(server="s"), alone=True)
+    # On disk before write returned, and without a round trip to a worker thread.
+    assert flushes == [(threading.current_thread().name, path.stat().st_size)]
+    assert await log.write(ActivityRecord(server="t"))
+    assert len(flushes) == 2 and flushes[1][0] != threading.current_thread().name
+    log.close()
