@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+import orjson
 from mcp.server import Server
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR
@@ -100,23 +101,50 @@ class _Relay:
     _private: dict[str, list[Message]] = field(default_factory=dict)
     _private_done: dict[str, anyio.Event] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    raw: dict[str, bytes] = field(default_factory=dict)  # tool calls' JSON as the agent sent them, by request id
 
     # ---- from the agent
 
     async def read_agent(self, from_agent: Any) -> None:
+        """What reaches the relay past its shortcut (`take_line`): only what that could not read, which stdio has
+        answered already; then the end of the agent's input."""
         async for item in from_agent:
-            if isinstance(item, Exception):
-                continue  # stdio has answered what it could not read
-            message = item.message
-            if isinstance(message, types.JSONRPCNotification):
-                if message.method == "notifications/initialized":
-                    self.initialized = message
-                elif message.method == "notifications/cancelled":
-                    # The agent waits no more: nor does the relay (a cancelled request may never be answered).
-                    self.in_flight.pop(_key((message.params or {}).get("requestId")), None)
-            self.queue.append(message)
-            self._arrived.set()
+            if not isinstance(item, Exception):
+                self.arrive(item.message)
         self.agent_done = True
+        self._arrived.set()
+
+    def take_line(self, line: dict[str, Any]) -> bool:
+        """Every message the agent sends, parsed, in the order sent. A tool call, the busiest message, keeps its
+        JSON and is not validated here (the daemon does that); anything else is validated as the SDK would, and
+        what is not valid goes on to stdio's own answers."""
+        method, request_id = line.get("method"), line.get("id")
+        valid_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+        if "id" in line and not valid_id:
+            return False  # stdio answers it (a notification model would take it and drop the id)
+        if method == "tools/call" and valid_id:
+            message: Message = types.JSONRPCRequest.model_construct(
+                jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
+            )
+            self.raw[_key(request_id)] = orjson.dumps(line) + b"\n"
+        else:
+            try:
+                message = types.jsonrpc_message_adapter.validate_python(line, by_name=False)
+            except ValidationError:
+                return False
+        self.arrive(message)
+        return True
+
+    def arrive(self, message: Message) -> None:
+        if isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/initialized":
+                self.initialized = message
+            elif message.method == "notifications/cancelled":
+                # The agent waits no more: nor does the relay (a cancelled request may never be answered).
+                key = _key((message.params or {}).get("requestId"))
+                self.in_flight.pop(key, None)
+                self.raw.pop(key, None)
+        self.queue.append(message)
         self._arrived.set()
 
     async def take(self) -> Message | None:
@@ -153,12 +181,33 @@ class _Relay:
                 self._private_done[key].set()
                 return
             request = self.in_flight.pop(key, None)
+            self.raw.pop(key, None)
             if request is not None and request.method == "initialize" and isinstance(message, types.JSONRPCResponse):
                 self.handshake = request
         try:
             await self.to_agent.send(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("the agent is gone; dropped %s", type(message).__name__)
+
+    async def pass_answer(self, line: bytes) -> bool:
+        """Pass the daemon's answer to a tool call on to the agent as it came, if `line` is one."""
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(message, dict) or "method" in message:
+            return False
+        key = _key(message.get("id"))
+        request = self.in_flight.get(key)
+        if request is None or request.method != "tools/call" or not isinstance(message.get("id"), str | int):
+            return False
+        del self.in_flight[key]
+        self.raw.pop(key, None)
+        try:
+            await self.to_agent.send(line)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("the agent is gone; dropped an answer")
+        return True
 
     async def answer(self, request_id: Any, code: int, message: str) -> None:
         self.in_flight.pop(_key(request_id), None)
@@ -251,7 +300,8 @@ class _DaemonBackend:
 
     async def _write(self, writer: asyncio.StreamWriter, message: Message) -> bool:
         """Whether `message` went to the daemon; a refused write loses the daemon."""
-        writer.write(message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
+        line = self.relay.raw.get(_key(message.id)) if isinstance(message, types.JSONRPCRequest) else None
+        writer.write(line or message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
         try:
             await writer.drain()
         except ConnectionError as exc:
@@ -268,6 +318,9 @@ class _DaemonBackend:
             except asyncio.LimitOverrunError:
                 self._lose(_Lost(f"{self.target.name} sent a message longer than {MAX_LINE} bytes", gone=False))
                 return
+            if await self.relay.pass_answer(line):
+                self.answered += 1
+                continue
             try:
                 message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValidationError as exc:
@@ -415,11 +468,24 @@ class _NoBackend:
 async def relay(first: Target, config_path: Path, open_local: LocalServer, stop: anyio.Event | None = None) -> None:
     """Serve the agent on stdio through `first`, then whatever serves `config_path` when it goes away; `stop` ends
     the session as the agent closing its input does."""
-    async with serve_stdio(stop) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
+    session: _Relay | None = None
+
+    def shortcut(_send: Any) -> Any:
+        return _Taker(lambda line: session is not None and session.take_line(line))
+
+    async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
         session = _Relay(to_agent, config_path)
         tg.start_soon(session.read_agent, from_agent)
         await _run(session, first, open_local)
         tg.cancel_scope.cancel()
+
+
+@dataclass(frozen=True)
+class _Taker:
+    take_line: Callable[[dict[str, Any]], bool]
+
+    def take(self, message: dict[str, Any]) -> bool:
+        return self.take_line(message)
 
 
 async def _run(session: _Relay, first: Target, open_local: LocalServer) -> None:

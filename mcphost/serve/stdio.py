@@ -123,7 +123,7 @@ async def session_streams(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`."""
     to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-    to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+    to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage | bytes](16)
 
     writer_done = anyio.Event()
 
@@ -181,8 +181,11 @@ async def session_streams(
         try:
             async with from_server:
                 async for session_message in from_server:
-                    data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    writer.write(data.encode("utf-8") + b"\n")
+                    if isinstance(session_message, bytes):
+                        writer.write(session_message)  # a line passed on as it came (the relay's answers)
+                    else:
+                        data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        writer.write(data.encode("utf-8") + b"\n")
                     await writer.drain()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             logger.debug("stdout closed under the writer")
