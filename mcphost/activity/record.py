@@ -123,8 +123,11 @@ class ActivityRecord(_Open):
     )
 
     def safe_dict(self) -> dict[str, Any]:
-        """The record with every string redacted, keys included, and valid Unicode."""
-        return dict(scrub(self.model_dump(mode="json", exclude_none=True)))
+        """The record with every string redacted, keys included, and valid Unicode: every field that can hold what
+        an agent, an upstream or the config said (fields mcphost makes itself, ids, times and counts, are taken as
+        they are: every record of every call pays for the walk)."""
+        dump = self.model_dump(mode="json", exclude_none=True)
+        return {key: value if key in _OWN_FIELDS else scrub(value) for key, value in dump.items()}
 
     def encode(self) -> tuple[dict[str, Any], str]:
         """What is written and what editors are sent, made once: the safe dict and its line of JSON. Never fails on
@@ -140,6 +143,12 @@ class ActivityRecord(_Open):
 
     def to_json_line(self) -> str:
         return self.encode()[1]
+
+
+# Made by mcphost alone (ULIDs, RFC 3339 times, enum values, numbers): nothing from outside reaches them.
+_OWN_FIELDS = frozenset(
+    {"id", "timestamp", "type", "status", "duration_ms", "request_bytes", "response_bytes", "started_id", "forwarded"}
+)
 
 
 def _line(payload: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import orjson
 
 from mcphost.activity.capture import capture_arguments, capture_response, response_text
 from mcphost.activity.record import (
@@ -220,7 +221,7 @@ class Gateway:
             server, tool = split_name(arguments.get("name"), variant)
             record.server, record.tool = server, tool
             args = parse_args(arguments, variant)
-            record.request_bytes = len(json.dumps(args, separators=(",", ":"), default=str))
+            record.request_bytes = _json_size(args)
             record.arguments, record.arguments_preview = capture_arguments(
                 args, log.arguments_max_bytes, log.redact_keys
             )
@@ -267,7 +268,7 @@ class Gateway:
             outcome.result, outcome.data = answered.model, answered.data
             outcome.status = Status.ERROR if answered.model.is_error else Status.SUCCESS
             answer = answered.data
-            record.response_bytes = len(json.dumps(answer, separators=(",", ":")))
+            record.response_bytes = _json_size(answer)
             record.response_preview = capture_response(
                 response_text(answer.get("content", []), answer.get("structuredContent")), log.response_preview_bytes
             )
@@ -433,6 +434,14 @@ def _suggest(name: str, candidates: list[str]) -> str:
 @dataclass(slots=True)
 class _Progress:
     forwarded: bool = False  # the call was handed to the upstream (so it may have taken effect)
+
+
+def _json_size(value: Any) -> int:
+    """Bytes of `value` as compact UTF-8 JSON."""
+    try:
+        return len(orjson.dumps(value))
+    except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, lone surrogates
+        return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
 
 
 def _refuses(loaded: LoadedConfig) -> bool:
