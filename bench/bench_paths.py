@@ -1,0 +1,1089 @@
+"""One read call to the same stdio upstream over every path an agent can take, side by side in one run.
+
+The upstream is tests/servers/probe.py (tool `read_notes {"text": "x"}`). The paths:
+
+- direct stdio: the client spawns probe.py itself (the baseline, 1.0x);
+- `mcphost mcp --in-process`: mcphost over stdio, the gateway in that process;
+- `mcphost mcp` relaying to a running `mcphost serve` (the same config);
+- `mcphost serve` over streamable HTTP (URL and token from its discovery file);
+- supergateway (npm) in front of probe.py, stdio -> streamable HTTP;
+- mcp-proxy (PyPI, in a venv of its own) in front of probe.py, stdio -> streamable HTTP.
+
+Through mcphost the call is `call_tool_read {"name": "probe:read_notes", ...}` with `read = "allow"` and the activity
+log on with fsync. The client is a plain JSON-RPC client written here with the standard library alone
+(newline-delimited JSON on a subprocess's pipes; `http.client` with keep-alive, JSON or SSE answers, the
+`mcp-session-id` header), so what is timed is the path, not a client SDK. `--sdk` adds the same paths driven by the
+official MCP SDK client. The peers are installed on first use into `$MCPHOST_BENCH_CACHE` (default
+~/.cache/mcphost-bench), outside the repository; a peer that cannot be installed or started is reported as
+unavailable and the rest runs. Run from the repo root:
+
+    python -m bench.bench_paths [--quick] [--paths direct,in-process,...] [--calls 200] [--rounds 7] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from bench.common import BenchFailure, emit, failed, machine, percentile
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = REPO / "tests" / "servers" / "probe.py"
+
+PROTOCOL_VERSION = "2025-06-18"
+DIRECT_TOOL = "read_notes"
+DIRECT_ARGS: dict[str, Any] = {"text": "x"}
+THROUGH_TOOL = "call_tool_read"
+THROUGH_ARGS: dict[str, Any] = {"name": "probe:read_notes", "args": {"text": "x"}, "intent": {"operation_type": "read"}}
+EXPECTED_TEXT = "read_notes: x"
+
+TARGET_RATIO = 2.0  # every mcphost path within 2.0x direct stdio (information only)
+SUPERGATEWAY_SPEC = "supergateway@4"
+MCP_PROXY_SPEC = "mcp-proxy>=0.13,<0.14"
+INSTALL_TIMEOUT_S = 600.0
+START_TIMEOUT_S = 60.0
+SLOW_CALL_NS = 100_000_000  # --sdk: a path whose warm-up calls take longer gets SLOW_CALLS_PER_ROUND calls per round
+SLOW_CALLS_PER_ROUND = 5
+
+PATHS = ("direct", "in-process", "relay", "http", "supergateway", "mcp-proxy")
+MCPHOST_PATHS = ("in-process", "relay", "http")
+PEERS = ("supergateway", "mcp-proxy")
+LABELS = {
+    "direct": "direct stdio (client spawns probe.py)",
+    "in-process": "mcphost mcp --in-process (stdio)",
+    "relay": "mcphost mcp -> mcphost serve (stdio relay)",
+    "http": "mcphost serve (streamable HTTP)",
+    "supergateway": "supergateway{version} (stdio -> streamable HTTP)",
+    "mcp-proxy": "mcp-proxy{version} (stdio -> streamable HTTP)",
+}
+
+CONFIG = """\
+[permissions]
+read = "allow"
+write = "allow"
+destructive = "allow"
+
+[log]
+fsync = true
+
+[servers.probe]
+command = {python}
+args = [{probe}]
+"""
+
+# supergateway has no option for the address it listens on and listens on every interface; this preload, given to
+# node with --require, makes a listen() that names only a port listen on 127.0.0.1. The bench checks the result.
+LOOPBACK_PRELOAD = """\
+'use strict';
+const net = require('net');
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  const first = args[0];
+  if (typeof first === 'number' || (typeof first === 'string' && /^[0-9]+$/.test(first))) {
+    if (typeof args[1] !== 'string') args.splice(1, 0, '127.0.0.1');
+  } else if (first && typeof first === 'object' && first.path === undefined && first.host === undefined) {
+    args[0] = Object.assign({}, first, { host: '127.0.0.1' });
+  }
+  return listen.apply(this, args);
+};
+"""
+
+
+class PeerUnavailable(Exception):
+    """A peer could not be installed or started: its row says why, the rest of the run goes on."""
+
+
+class OutOfTime(BenchFailure):
+    """--timeout passed: never taken for one peer's failure."""
+
+
+# ---------------------------------------------------------------------------------------------------- the client
+
+
+class RpcError(Exception):
+    pass
+
+
+class Rpc:
+    """A plain JSON-RPC 2.0 client for MCP: requests, notifications, answers to the server's own requests."""
+
+    protocol: str | None = None
+
+    def __init__(self) -> None:
+        self._next_id = 0
+
+    def _exchange(self, message: dict[str, Any], wanted: int | None) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        answer = self._exchange(
+            {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}, self._next_id
+        )
+        assert answer is not None
+        return answer
+
+    def notify(self, method: str) -> None:
+        self._exchange({"jsonrpc": "2.0", "method": method}, None)
+
+    def _route(self, message: dict[str, Any], wanted: int | None) -> dict[str, Any] | None:
+        """The result if `message` answers request `wanted`; a request from the server is answered here."""
+        if "method" in message:
+            if "id" in message:
+                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+                if message["method"] == "ping":
+                    reply["result"] = {}
+                else:
+                    reply["error"] = {"code": -32601, "message": f"method not supported: {message['method']}"}
+                self._reply(reply)
+            return None  # a notification: nothing to do
+        if wanted is None or message.get("id") != wanted:
+            return None
+        if "error" in message:
+            raise RpcError(json.dumps(message["error"]))
+        result: dict[str, Any] = message["result"]
+        return result
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        self._exchange(message, None)
+
+    def initialize(self) -> dict[str, Any]:
+        """The handshake every MCP session opens with: initialize, then notifications/initialized."""
+        result = self.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "bench-paths", "version": "0"},
+            },
+        )
+        self.protocol = str(result.get("protocolVersion") or PROTOCOL_VERSION)
+        self.notify("notifications/initialized")
+        return result
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        text = "\n".join(b.get("text", "") for b in result.get("content", []) if b.get("type") == "text")
+        return text, bool(result.get("isError"))
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode("utf-8")
+
+
+class StdioRpc(Rpc):
+    """Newline-delimited JSON on a child's stdin and stdout (the MCP stdio transport)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> None:
+        super().__init__()
+        self.name = Path(argv[0]).name
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._in, self._out = self.process.stdin, self.process.stdout
+
+    def _exchange(self, message: dict[str, Any], wanted: int | None) -> dict[str, Any] | None:
+        self._in.write(_dumps(message) + b"\n")
+        self._in.flush()
+        while wanted is not None:
+            line = self._out.readline()
+            if not line:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(5)
+                raise BenchFailure(f"{self.name} closed its stdout (exit code {self.process.poll()})")
+            if not line.strip():
+                continue
+            result = self._route(json.loads(line), wanted)
+            if result is not None:
+                return result
+        return None
+
+    def close(self) -> None:
+        # Closing stdin is how an agent ends a stdio session; the server then closes its own upstreams.
+        with contextlib.suppress(OSError):
+            self._in.close()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._out.close()
+
+
+class HttpRpc(Rpc):
+    """Streamable HTTP with one keep-alive connection: each message a POST, the answer JSON or an SSE stream."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        super().__init__()
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.path = parts.path or "/"
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        }
+        self.session: str | None = None
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        self.reconnects = 0
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = dict(self.headers)
+        if self.session is not None:
+            headers["mcp-session-id"] = self.session
+        if self.protocol is not None:
+            headers["mcp-protocol-version"] = self.protocol
+        return headers
+
+    def _post(self, message: dict[str, Any]) -> http.client.HTTPResponse:
+        body, headers = _dumps(message), self._request_headers()
+        try:
+            self.conn.request("POST", self.path, body, headers)
+            return self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed the keep-alive connection while it was idle (Node's and uvicorn's idle timeout is
+            # 5 s, and a path waits while the others take their turn): a new connection, as an HTTP client's pool
+            # would open. The call pays for it, and the count is reported.
+            self.conn.close()
+            self.reconnects += 1
+            self.conn.request("POST", self.path, body, headers)
+            return self.conn.getresponse()
+
+    def _exchange(self, message: dict[str, Any], wanted: int | None) -> dict[str, Any] | None:
+        response = self._post(message)
+        session = response.getheader("mcp-session-id")
+        if session:
+            self.session = session
+        kind = (response.getheader("content-type") or "").split(";", 1)[0].strip().lower()
+        if response.status >= 400:
+            body = response.read().decode("utf-8", "replace")
+            raise BenchFailure(
+                f"POST {self.path} {message.get('method', 'reply')}: HTTP {response.status}: {body[:500]}"
+            )
+        if kind == "text/event-stream":
+            return self._events(response, wanted)
+        body_bytes = response.read()  # read whole, so the connection can carry the next request
+        if wanted is None or not body_bytes.strip():
+            return None
+        decoded = json.loads(body_bytes)
+        found = None
+        for item in decoded if isinstance(decoded, list) else [decoded]:
+            result = self._route(item, wanted)
+            found = result if result is not None else found
+        if found is None:
+            raise BenchFailure(f"POST {self.path}: no answer to request {wanted} in {body_bytes[:300]!r}")
+        return found
+
+    def _events(self, response: http.client.HTTPResponse, wanted: int | None) -> dict[str, Any] | None:
+        """Read the SSE stream to its end (the server closes it after the answer), routing each event's data."""
+        found: dict[str, Any] | None = None
+        data: list[bytes] = []
+        for raw in response:
+            line = raw.rstrip(b"\r\n")
+            if line.startswith(b"data:"):
+                data.append(line[5:].removeprefix(b" "))
+            elif not line and data:
+                payload = b"\n".join(data)
+                data = []
+                if payload.strip():
+                    result = self._route(json.loads(payload), wanted)
+                    found = result if result is not None else found
+        if data and b"".join(data).strip():  # a last event without the blank line that ends it
+            result = self._route(json.loads(b"\n".join(data)), wanted)
+            found = result if result is not None else found
+        if wanted is not None and found is None:
+            raise BenchFailure(f"POST {self.path}: the event stream ended without the answer to request {wanted}")
+        return found
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        # The main connection is in the middle of reading a stream: the answer goes on a connection of its own.
+        side = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            side.request("POST", self.path, _dumps(message), self._request_headers())
+            side.getresponse().read()
+        finally:
+            side.close()
+
+    def close(self) -> None:
+        if self.session is not None:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                self.conn.request("DELETE", self.path, headers=self._request_headers())
+                self.conn.getresponse().read()
+        self.conn.close()
+
+
+# ---------------------------------------------------------------------------------------------------- processes
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """Every path mcphost touches lives under `root`, so the run leaves nothing behind and reads no user config."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.toml"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def runtime(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def activity_log(self) -> Path:
+        return self.data / "activity.jsonl"
+
+    def prepare(self) -> None:
+        text = CONFIG.format(python=json.dumps(sys.executable), probe=json.dumps(str(PROBE)))
+        self.config.write_text(text, encoding="utf-8")
+        # mcphost refuses a runtime dir that other users could write in.
+        self.runtime.mkdir(mode=0o700)
+        self.runtime.chmod(0o700)
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "MCPHOST_CONFIG": str(self.config),
+            "MCPHOST_DATA_DIR": str(self.data),
+            "MCPHOST_RUNTIME_DIR": str(self.runtime),
+            "PYTHONPATH": str(REPO),
+        }
+
+    def stderr_file(self, name: str) -> IO[bytes]:
+        return (self.root / f"{name}.stderr").open("wb")
+
+    def stderr_tail(self, name: str) -> str:
+        path = self.root / f"{name}.stderr"
+        return path.read_text(encoding="utf-8", errors="replace")[-2000:].strip() if path.exists() else ""
+
+
+def mcphost_command() -> list[str]:
+    script = Path(sys.executable).parent / "mcphost"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mcphost"]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def listening_addresses(port: int) -> list[str]:
+    """The local addresses of the sockets listening on `port` (Linux /proc; empty elsewhere)."""
+    found: list[str] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            address_hex, port_hex = fields[1].split(":")
+            if int(port_hex, 16) != port:
+                continue
+            raw = bytes.fromhex(address_hex)
+            # The kernel prints each 32-bit word in host (little-endian) order.
+            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append(str(ipaddress.ip_address(packed)))
+    return found
+
+
+def check_loopback_only(port: int, who: str) -> None:
+    for text in listening_addresses(port):
+        address = ipaddress.ip_address(text)
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        if not (address.is_loopback or (mapped is not None and mapped.is_loopback)):
+            raise PeerUnavailable(f"{who} listens on {text}:{port}, not on loopback only; stopped")
+
+
+def wait_for_port(process: subprocess.Popen[bytes], port: int, who: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise PeerUnavailable(f"{who} exited with code {process.returncode} before listening")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise PeerUnavailable(f"{who} did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """End a server started in its own process group (the group is the process's own pid), children included."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    # A child that outlived its parent (a shell, an upstream) is still in the group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def start_server(argv: list[str], env: dict[str, str], stderr: IO[bytes], stack: ExitStack) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env, cwd=REPO, start_new_session=True
+    )
+    stack.callback(stop_group, process)
+    return process
+
+
+@dataclass
+class Daemon:
+    process: subprocess.Popen[bytes]
+    url: str
+    headers: dict[str, str]
+
+
+def start_daemon(box: Sandbox, stack: ExitStack) -> Daemon:
+    """`mcphost serve --port 0`, ready once its discovery file daemon-<pid>.json is in the runtime dir."""
+    stderr = stack.enter_context(box.stderr_file("daemon"))
+    process = subprocess.Popen(
+        [*mcphost_command(), "serve", "--port", "0", "--config", str(box.config)],
+        stdin=subprocess.DEVNULL,
+        stdout=stderr,
+        stderr=stderr,
+        env=box.env(),
+        cwd=REPO,
+    )
+
+    def stop() -> None:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    stack.callback(stop)
+    discovery = box.runtime / f"daemon-{process.pid}.json"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not discovery.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise BenchFailure(f"mcphost serve did not start: {box.stderr_tail('daemon')}")
+        time.sleep(0.02)
+    info = json.loads(discovery.read_text(encoding="utf-8"))  # written to a temp name and renamed: whole
+    url = str(info["mcp"]["url"])
+    port = urlsplit(url).port
+    if port is not None:
+        try:
+            check_loopback_only(port, "mcphost serve")
+        except PeerUnavailable as exc:
+            raise BenchFailure(str(exc)) from None
+    return Daemon(process, url, dict(info["mcp"]["headers"]))
+
+
+# ---------------------------------------------------------------------------------------------------- peers
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("MCPHOST_BENCH_CACHE")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "mcphost-bench"
+
+
+def progress(message: str) -> None:
+    print(f"bench_paths: {message}", file=sys.stderr, flush=True)
+
+
+def run_install(argv: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PeerUnavailable(f"installing {what} failed: {exc}") from None
+    if done.returncode != 0:
+        lines = [x.strip() for x in (done.stderr or done.stdout).splitlines() if x.strip()]
+        # The first error line says why (npm: "npm error code ECONNREFUSED"); the last is often a log's path.
+        errors = [x for x in lines if "error" in x.lower() and "complete log" not in x]
+        why = errors[0] if errors else lines[-1] if lines else f"exit {done.returncode}"
+        raise PeerUnavailable(f"installing {what} failed: {why}")
+
+
+@dataclass
+class Peer:
+    key: str
+    version: str
+    argv: list[str]
+    env: dict[str, str]
+    path: str  # where it serves streamable HTTP
+
+
+def supergateway_peer(cache: Path, port: int, preload: Path) -> Peer:
+    prefix = cache / "npm"
+    binary = prefix / "node_modules" / ".bin" / "supergateway"
+    if not binary.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise PeerUnavailable("npm not found on PATH")
+        progress(f"installing {SUPERGATEWAY_SPEC} with npm into {prefix} (first run only)...")
+        run_install(
+            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", SUPERGATEWAY_SPEC],
+            SUPERGATEWAY_SPEC,
+        )
+        if not binary.exists():
+            raise PeerUnavailable(f"npm installed no {binary.name} executable")
+    if shutil.which("node") is None:
+        raise PeerUnavailable("node not found on PATH")
+    manifest = prefix / "node_modules" / "supergateway" / "package.json"
+    version = str(json.loads(manifest.read_text(encoding="utf-8")).get("version", "?"))
+    server = f"{shlex.quote(sys.executable)} {shlex.quote(str(PROBE))}"
+    # --stateful: without it, supergateway starts a new probe.py for every POST (it says so in its source), which
+    # would time process start-up, not relaying.
+    argv = [str(binary), "--stdio", server, "--outputTransport", "streamableHttp", "--stateful"]
+    argv += ["--port", str(port), "--streamableHttpPath", "/mcp", "--logLevel", "none"]
+    options = f"{os.environ.get('NODE_OPTIONS', '')} --require {preload}".strip()
+    return Peer("supergateway", version, argv, {**os.environ, "NODE_OPTIONS": options}, "/mcp")
+
+
+def mcp_proxy_peer(cache: Path, port: int) -> Peer:
+    venv = cache / "mcp-proxy-venv"
+    binary = venv / "bin" / "mcp-proxy"
+    if not binary.exists():
+        # Its own venv: mcp-proxy needs the MCP SDK 1.x, this project runs on 2.x.
+        progress(f"installing {MCP_PROXY_SPEC} into a venv of its own at {venv} (first run only)...")
+        if not (venv / "bin" / "python").exists():
+            run_install([sys.executable, "-m", "venv", str(venv)], "a venv for mcp-proxy")
+        run_install(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                MCP_PROXY_SPEC,
+            ],
+            MCP_PROXY_SPEC,
+        )
+        if not binary.exists():
+            raise PeerUnavailable("pip installed no mcp-proxy executable")
+    found = sorted(venv.glob("lib/python*/site-packages/mcp_proxy-*.dist-info"))
+    version = found[-1].name.removeprefix("mcp_proxy-").removesuffix(".dist-info") if found else "?"
+    argv = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"]
+    argv += ["--", sys.executable, str(PROBE)]
+    return Peer("mcp-proxy", version, argv, dict(os.environ), "/mcp")
+
+
+def start_peer(key: str, box: Sandbox, stack: ExitStack) -> tuple[Peer, str]:
+    """Install if need be, start, wait for the port; returns the peer and its streamable HTTP URL."""
+    port = free_port()
+    cache = cache_dir()
+    if key == "supergateway":
+        preload = box.root / "loopback-preload.cjs"
+        preload.write_text(LOOPBACK_PRELOAD, encoding="utf-8")
+        peer = supergateway_peer(cache, port, preload)
+    else:
+        peer = mcp_proxy_peer(cache, port)
+    stderr = stack.enter_context(box.stderr_file(key))
+    process = start_server(peer.argv, peer.env, stderr, stack)
+    try:
+        wait_for_port(process, port, key, START_TIMEOUT_S)
+        check_loopback_only(port, key)
+    except PeerUnavailable as exc:
+        stop_group(process)
+        tail = box.stderr_tail(key)
+        raise PeerUnavailable(f"{exc}" + (f" ({tail.splitlines()[-1]})" if tail else "")) from None
+    return peer, f"http://127.0.0.1:{port}{peer.path}"
+
+
+# ---------------------------------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Target:
+    key: str
+    label: str
+    call: Callable[[], tuple[str, bool]]
+    through_mcphost: bool
+    setup_ms: float = 0.0
+    rpc: Rpc | None = None
+    note: str = ""
+    calls_made: int = 0
+    bad: list[str] = field(default_factory=list)
+    rounds_ns: list[list[int]] = field(default_factory=list)
+
+    def checked_call(self) -> int:
+        """One call; its latency in ns. The answer is checked after the clock stops."""
+        start = time.perf_counter_ns()
+        text, is_error = self.call()
+        elapsed = time.perf_counter_ns() - start
+        self.calls_made += 1
+        if is_error or text != EXPECTED_TEXT:
+            self.bad.append(f"is_error={is_error}, text={text[:200]!r}")
+        return elapsed
+
+
+def interleaved(targets: list[Target], warmup: int, rounds: int, calls: int, dropped: dict[str, str]) -> None:
+    """Warm-up, then `rounds` rounds of `calls` calls per path. A peer that fails is dropped (its reason in
+    `dropped`) and the others go on; a failing mcphost path or the direct baseline ends the run."""
+    live = list(targets)
+
+    def guarded(target: Target, work: Callable[[Target], None]) -> None:
+        try:
+            work(target)
+        except OutOfTime:
+            raise
+        except (BenchFailure, RpcError, OSError, http.client.HTTPException, ValueError) as exc:
+            if target.key not in PEERS:
+                raise BenchFailure(f"{target.label}: {exc}") from exc
+            dropped[target.key] = f"failed during the run: {exc}"
+            live.remove(target)
+
+    def first(target: Target) -> None:
+        target.checked_call()
+        if target.bad:
+            raise BenchFailure(f"{target.bad[0]}; expected is_error=False, text={EXPECTED_TEXT!r}")
+        for _ in range(warmup):
+            target.checked_call()
+
+    def one_round(target: Target) -> None:
+        target.rounds_ns.append([target.checked_call() for _ in range(calls)])
+
+    for target in list(live):
+        guarded(target, first)
+    for index in range(rounds):
+        # Rotating which path goes first spreads slow drift (CPU frequency, other load) over all of them.
+        order = list(live)
+        shift = index % max(1, len(order))
+        for target in order[shift:] + order[:shift]:
+            guarded(target, one_round)
+    targets[:] = live
+
+
+def summary(target: Target) -> dict[str, Any]:
+    p50s = [statistics.median(r) / 1e6 for r in target.rounds_ns]
+    p95s = [percentile(r, 0.95) / 1e6 for r in target.rounds_ns]
+    every = [x for r in target.rounds_ns for x in r]
+    return {
+        "p50_ms": statistics.median(p50s),
+        "p95_ms": statistics.median(p95s),
+        "round_p50s_ms": p50s,
+        "mean_ms": statistics.fmean(every) / 1e6,
+        "timed_calls": len(every),
+    }
+
+
+def count_tool_calls(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with path.open(encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip() and json.loads(line).get("type") == "tool_call")
+
+
+def open_plain(
+    key: str, box: Sandbox, stack: ExitStack, urls: dict[str, tuple[str, dict[str, str]]]
+) -> tuple[Rpc, bool]:
+    """A connected, initialised plain client for path `key`; whether its calls go through mcphost."""
+    rpc: Rpc
+    if key == "direct":
+        rpc = StdioRpc([sys.executable, str(PROBE)], dict(os.environ), stack.enter_context(box.stderr_file("direct")))
+    elif key in ("in-process", "relay"):
+        argv = [*mcphost_command(), "mcp", "--config", str(box.config)]
+        if key == "in-process":
+            argv.append("--in-process")
+        rpc = StdioRpc(argv, box.env(), stack.enter_context(box.stderr_file(key)))
+    else:
+        url, headers = urls[key]
+        rpc = HttpRpc(url, headers)
+    stack.callback(rpc.close)
+    rpc.initialize()
+    if key == "relay" and "relaying to" not in box.stderr_tail("relay"):
+        # `mcphost mcp` says so on stderr before it speaks; without it the row would time the in-process path.
+        raise BenchFailure(f"mcphost mcp did not relay to the daemon: {box.stderr_tail('relay')!r}")
+    return rpc, key in MCPHOST_PATHS
+
+
+def start_servers(
+    paths: list[str], box: Sandbox, stack: ExitStack
+) -> tuple[dict[str, tuple[str, dict[str, str]]], dict[str, str], dict[str, str]]:
+    """The daemon and the peers the chosen paths need: their URLs and headers, peer versions, unavailable peers."""
+    urls: dict[str, tuple[str, dict[str, str]]] = {}
+    versions: dict[str, str] = {}
+    unavailable: dict[str, str] = {}
+    if "relay" in paths or "http" in paths:
+        daemon = start_daemon(box, stack)
+        urls["http"] = (daemon.url, daemon.headers)
+    for key in PEERS:
+        if key not in paths:
+            continue
+        try:
+            peer, url = start_peer(key, box, stack)
+        except PeerUnavailable as exc:
+            unavailable[key] = str(exc)
+            continue
+        urls[key], versions[key] = (url, {}), peer.version
+    return urls, versions, unavailable
+
+
+def label(key: str, versions: dict[str, str]) -> str:
+    version = versions.get(key)
+    return LABELS[key].format(version=f" {version}" if version else "")
+
+
+def measure_plain(
+    opts: argparse.Namespace,
+    box: Sandbox,
+    stack: ExitStack,
+    urls: dict[str, tuple[str, dict[str, str]]],
+    versions: dict[str, str],
+    unavailable: dict[str, str],
+) -> list[Target]:
+    targets: list[Target] = []
+    for key in opts.paths:
+        if key in unavailable:
+            continue
+        start = time.perf_counter()
+        try:
+            rpc, through = open_plain(key, box, stack, urls)
+        except (RpcError, BenchFailure, OSError, http.client.HTTPException, ValueError) as exc:
+            if key in PEERS:
+                unavailable[key] = f"could not open a session: {exc}"
+                continue
+            raise BenchFailure(f"{label(key, versions)}: {exc}\n{box.stderr_tail(key)}") from exc
+        tool, args = (THROUGH_TOOL, THROUGH_ARGS) if through else (DIRECT_TOOL, DIRECT_ARGS)
+
+        def call(rpc: Rpc = rpc, tool: str = tool, args: dict[str, Any] = args) -> tuple[str, bool]:
+            return rpc.call_tool(tool, args)
+
+        target = Target(key, label(key, versions), call, through, (time.perf_counter() - start) * 1000)
+        target.rpc = rpc
+        targets.append(target)
+    interleaved(targets, opts.warmup, opts.rounds, opts.calls, unavailable)
+    return targets
+
+
+# ---------------------------------------------------------------------------------------------------- --sdk
+
+
+def measure_sdk(
+    opts: argparse.Namespace,
+    box: Sandbox,
+    urls: dict[str, tuple[str, dict[str, str]]],
+    versions: dict[str, str],
+    unavailable: dict[str, str],
+    mode: str,
+) -> list[Target]:
+    """The same paths driven by the official MCP SDK client, `mode` legacy or auto, timed the same way."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    results: list[Target] = []
+
+    async def main() -> None:
+        async with contextlib.AsyncExitStack() as astack:
+            clients: list[tuple[Target, Any]] = []
+            for key in opts.paths:
+                if key in unavailable:
+                    continue
+                start = time.perf_counter()
+                errlog = astack.enter_context((box.root / f"sdk-{mode}-{key}.stderr").open("w", encoding="utf-8"))
+                if key in ("direct", "in-process", "relay"):
+                    if key == "direct":
+                        params = StdioServerParameters(command=sys.executable, args=[str(PROBE)], cwd=str(REPO))
+                    else:
+                        argv = [*mcphost_command(), "mcp", "--config", str(box.config)]
+                        argv += ["--in-process"] if key == "in-process" else []
+                        params = StdioServerParameters(command=argv[0], args=argv[1:], env=box.env(), cwd=str(REPO))
+                    transport: Any = stdio_client(params, errlog=errlog)
+                else:
+                    url, headers = urls[key]
+                    http = await astack.enter_async_context(create_mcp_http_client(headers=headers))
+                    transport = streamable_http_client(url, http_client=http)
+                client = await astack.enter_async_context(Client(transport, mode=mode, cache=None))
+                if key == "relay" and "relaying to" not in box.stderr_tail(f"sdk-{mode}-relay"):
+                    raise BenchFailure(f"SDK {mode}: mcphost mcp did not relay to the daemon")
+                through = key in MCPHOST_PATHS
+                target = Target(key, f"SDK {mode}: {label(key, versions)}", lambda: ("", False), through)
+                target.setup_ms = (time.perf_counter() - start) * 1000
+                clients.append((target, client))
+            await timed(clients)
+
+    async def timed(clients: list[tuple[Target, Any]]) -> None:
+        async def one(target: Target, client: Any) -> int:
+            tool, args = (THROUGH_TOOL, THROUGH_ARGS) if target.through_mcphost else (DIRECT_TOOL, DIRECT_ARGS)
+            start = time.perf_counter_ns()
+            result = await client.call_tool(tool, args)
+            elapsed = time.perf_counter_ns() - start
+            target.calls_made += 1
+            text = "\n".join(b.text for b in result.content if getattr(b, "type", None) == "text")
+            if result.is_error or text != EXPECTED_TEXT:
+                target.bad.append(f"is_error={result.is_error}, text={text[:200]!r}")
+            return elapsed
+
+        per_round: dict[str, int] = {}
+        for target, client in clients:
+            warm: list[int] = []
+            for _ in range(opts.warmup + 1):
+                warm.append(await one(target, client))
+                if sum(warm) > 2_000_000_000:  # enough warming for a path that is this slow
+                    break
+            if target.bad:
+                raise BenchFailure(f"{target.label}: {target.bad[0]}")
+            per_round[target.label] = opts.calls
+            if statistics.median(warm) > SLOW_CALL_NS:
+                # A combination that starts a process per call (the SDK's auto mode against supergateway does):
+                # a few calls per round say as much, in seconds instead of many minutes.
+                per_round[target.label] = min(opts.calls, SLOW_CALLS_PER_ROUND)
+                target.note = f"{per_round[target.label]} calls per round: a call took over 100 ms"
+        for index in range(opts.rounds):
+            shift = index % len(clients)
+            for target, client in clients[shift:] + clients[:shift]:
+                target.rounds_ns.append([await one(target, client) for _ in range(per_round[target.label])])
+        results.extend(t for t, _ in clients)
+
+    anyio.run(main)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """A hung child would block a read forever: SIGALRM turns that into a failure after `seconds`."""
+
+    def expired(signum: int, frame: FrameType | None) -> None:
+        raise OutOfTime(f"no result within --timeout {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def rows_of(targets: list[Target], direct: Target | None) -> list[dict[str, Any]]:
+    rows = []
+    base = summary(direct)["p50_ms"] if direct is not None else None
+    for target in targets:
+        s = summary(target)
+        rows.append(
+            {
+                "path": target.key,
+                "label": target.label,
+                **s,
+                "ratio": s["p50_ms"] / base if base else None,
+                "setup_ms": target.setup_ms,
+                "calls_made": target.calls_made,
+                "reconnects": target.rpc.reconnects if isinstance(target.rpc, HttpRpc) else 0,
+                "note": target.note,
+            }
+        )
+    return rows
+
+
+def run(opts: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    host = machine()
+    with tempfile.TemporaryDirectory(prefix="mcphost-bench-paths-") as tmp:
+        box = Sandbox(Path(tmp))
+        box.prepare()
+        with deadline(opts.timeout):
+            with ExitStack() as stack:
+                urls, versions, unavailable = start_servers(opts.paths, box, stack)
+                plain = measure_plain(opts, box, stack, urls, versions, unavailable)
+                sdk: list[Target] = []
+                if opts.sdk:
+                    for mode in ("legacy", "auto"):
+                        sdk.extend(measure_sdk(opts, box, urls, versions, unavailable, mode))
+                # Leaving the stack ends every session and server, so every record is on disk when counted.
+            logged = count_tool_calls(box.activity_log)
+    for target in plain + sdk:
+        # Error answers are cheap to produce; timings that include them would flatter the path.
+        if target.bad:
+            raise BenchFailure(
+                f"{target.label}: {len(target.bad)} of {target.calls_made} answers wrong: {target.bad[0]}"
+            )
+    made = sum(t.calls_made for t in plain + sdk if t.through_mcphost)
+    if logged != made:
+        raise BenchFailure(f"{made} calls went through mcphost but activity.jsonl holds {logged} tool_call records")
+    report: dict[str, Any] = {
+        "benchmark": "paths",
+        "machine": host,
+        "settings": {
+            "paths": opts.paths,
+            "calls_per_round": opts.calls,
+            "rounds": opts.rounds,
+            "warmup": opts.warmup,
+            "policy": "read = allow",
+            "activity_log": "on, fsync = true",
+            "sdk": opts.sdk,
+        },
+        "activity_log_tool_calls": logged,
+        "rows": rows_of(plain, next((t for t in plain if t.key == "direct"), None)),
+        "unavailable": unavailable,
+    }
+    if sdk:
+        report["sdk_rows"] = []
+        for mode in ("legacy", "auto"):
+            group = [t for t in sdk if t.label.startswith(f"SDK {mode}:")]
+            report["sdk_rows"] += rows_of(group, next((t for t in group if t.key == "direct"), None))
+    report["targets"] = targets(report)
+    report["machine"]["load_average_1m_end"] = os.getloadavg()[0]
+    report["wall_s"] = time.perf_counter() - started
+    return report
+
+
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, judged for information only."""
+    rows = {r["path"]: r for r in report["rows"]}
+    out: list[dict[str, Any]] = []
+    mine = [rows[k] for k in MCPHOST_PATHS if k in rows and rows[k]["ratio"] is not None]
+    if mine:
+        worst = max(mine, key=lambda r: r["ratio"])
+        out.append(
+            {
+                "target": f"every mcphost path within {TARGET_RATIO:.1f}x direct stdio",
+                "met": worst["ratio"] <= TARGET_RATIO,
+                "detail": f"worst: {worst['path']} {worst['ratio']:.2f}x",
+            }
+        )
+    peers = [rows[k] for k in PEERS if k in rows and rows[k]["ratio"] is not None]
+    if "http" in rows and rows["http"]["ratio"] is not None and not peers:
+        out.append(
+            {"target": "mcphost serve (HTTP) ratio below every peer's", "met": None, "detail": "no peer measured"}
+        )
+    if "http" in rows and rows["http"]["ratio"] is not None and peers:
+        http_ratio = rows["http"]["ratio"]
+        detail = ", ".join(f"{p['path']} {p['ratio']:.2f}x" for p in peers)
+        missing = [k for k in PEERS if k not in rows]
+        out.append(
+            {
+                "target": "mcphost serve (HTTP) ratio below every peer's",
+                "met": all(http_ratio < p["ratio"] for p in peers),
+                "detail": f"HTTP {http_ratio:.2f}x; {detail}"
+                + (f"; not measured: {', '.join(missing)}" if missing else ""),
+            }
+        )
+    return out
+
+
+def render(report: dict[str, Any]) -> str:
+    m, s = report["machine"], report["settings"]
+    lines = [
+        f"mcphost paths: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}, "
+        f"load average {m['load_average_1m']:.2f} at start",
+        'read call read_notes {"text": "x"} to tests/servers/probe.py; plain JSON-RPC client (stdlib), one session per '
+        "path",
+        f"through mcphost: call_tool_read, policy allow, activity log on with fsync "
+        f"({report['activity_log_tool_calls']} tool_call records, one per call made: checked)",
+        f"{s['calls_per_round']} sequential calls per path per round, {s['rounds']} rounds (order rotated), after "
+        f"{s['warmup']} warm-up calls; p50/p95: the median over the rounds of each round's p50/p95",
+        "",
+    ]
+    lines += table(report["rows"], report["unavailable"], [k for k in s["paths"]])
+    reopened = [f"{r['path']} {r['reconnects']}" for r in report["rows"] if r["reconnects"]]
+    if reopened:
+        lines.append(
+            f"(keep-alive connections the server closed while idle, reopened by the client: {', '.join(reopened)})"
+        )
+    if report.get("sdk_rows"):
+        lines += ["", "the same paths with the MCP SDK client (ratio to the SDK's direct stdio in the same mode)", ""]
+        lines += table(report["sdk_rows"], report["unavailable"], [])
+    lines += ["", "targets (information only)"]
+    for t in report["targets"]:
+        verdict = "n/a " if t["met"] is None else "PASS" if t["met"] else "MISS"
+        lines.append(f"  {verdict}  {t['target']} ({t['detail']})")
+    lines.append(f"\nwall time {report['wall_s']:.0f} s; load average {m['load_average_1m_end']:.2f} at end")
+    return "\n".join(lines) + "\n"
+
+
+def table(rows: list[dict[str, Any]], unavailable: dict[str, str], order: list[str]) -> list[str]:
+    out = ["| path | p50 ms | p95 ms | vs direct stdio |", "|---|---:|---:|---:|"]
+    by_path = {r["path"]: r for r in rows}
+    # The plain table follows --paths and names the unavailable peers; the SDK table is in its own row order.
+    entries: list[dict[str, Any] | str] = [by_path.get(k) or k for k in order] if order else list(rows)
+    for r in entries:
+        if isinstance(r, str):
+            if r in unavailable:
+                out.append(f"| {label(r, {})} | unavailable: {unavailable[r]} | | |")
+            continue
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "n/a"
+        note = f" ({r['note']})" if r.get("note") else ""
+        out.append(f"| {r['label']}{note} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {ratio} |")
+    return out
+
+
+def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated subset of {','.join(PATHS)}")
+    parser.add_argument("--calls", type=int, help="sequential calls per path per round (default 200; --quick 50)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 7; --quick 3)")
+    parser.add_argument("--warmup", type=int, help="untimed calls per path before timing (default 50; --quick 10)")
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds: a smoke run of ~20 s")
+    parser.add_argument("--sdk", action="store_true", help="also time the paths with the MCP SDK client")
+    parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    opts = parser.parse_args(argv)
+    quick = opts.quick
+    opts.calls = opts.calls if opts.calls is not None else (50 if quick else 200)
+    opts.rounds = opts.rounds if opts.rounds is not None else (3 if quick else 7)
+    opts.warmup = opts.warmup if opts.warmup is not None else (10 if quick else 50)
+    opts.paths = [p.strip() for p in opts.paths.split(",") if p.strip()]
+    unknown = [p for p in opts.paths if p not in PATHS]
+    if unknown or not opts.paths:
+        parser.error(f"--paths: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(PATHS)}")
+    if opts.calls < 1 or opts.rounds < 1 or opts.warmup < 0:
+        parser.error("--calls and --rounds must be at least 1, --warmup at least 0")
+    # The table's order, whatever order they were named in.
+    opts.paths = [p for p in PATHS if p in opts.paths]
+    return opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_cli(argv)
+    try:
+        report = run(opts)
+    except BenchFailure as exc:
+        return failed("bench_paths", exc)
+    emit(report, opts.json, render)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
