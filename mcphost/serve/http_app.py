@@ -318,4 +318,19 @@ def build_http_app(
         async with manager.run():
             yield
 
-    return LoopbackOnly(Starlette(routes=routes, lifespan=lifespan), port)
+    return LoopbackOnly(_AgentsFirst(mcp_endpoint, Starlette(routes=routes, lifespan=lifespan)), port)
+
+
+class _AgentsFirst:
+    """/mcp straight to its endpoint, past Starlette's router and middleware (the path every agent request takes);
+    everything else, the lifespan that runs the session manager included, through Starlette."""
+
+    def __init__(self, mcp: ASGIApp, rest: ASGIApp) -> None:
+        self.mcp = mcp
+        self.rest = rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await self.mcp(scope, receive, send)
+        else:
+            await self.rest(scope, receive, send)
