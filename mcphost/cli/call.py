@@ -8,15 +8,11 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import mcp_types as types
-
 from mcphost import discovery
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
 from mcphost.console import safe, safe_lines
 from mcphost.intent import DataSensitivity, ToolVariant
 from mcphost.paths import config_path
-from mcphost.serve.mcp_server import WARNING_PREFIX
 
 if TYPE_CHECKING:
     from mcphost.gateway.service import CallOutcome
@@ -64,22 +60,44 @@ def run(args: argparse.Namespace) -> int:
     arguments: dict[str, Any] = {"name": args.name, "intent": intent}
     if args.args_json is not None:
         arguments["args_json"] = args.args_json
-    server = args.name.partition(":")[0]
 
     target = None if args.in_process else discovery.for_config(config_path(args.config))
     if target is not None:
         # Through the running daemon: its editors answer the prompts, its upstreams and grants serve the call.
-        print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
-        result = anyio.run(
-            _via_daemon, target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), variant, arguments
-        )
-        return _print_daemon_result(result, args.output)
+        from mcphost.cli.daemon_client import DaemonError, McpSession
 
+        print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
+        try:
+            with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {})) as session:
+                result = session.call_tool(variant.value, arguments)
+        except KeyboardInterrupt:
+            # The session already told the daemon: the call is cancelled there, a prompt for it withdrawn.
+            print("mcphost: interrupted; the call was withdrawn (see `mcphost log tail`)", file=sys.stderr)
+            return 130
+        except DaemonError as exc:
+            if exc.sent:
+                print(
+                    f"mcphost: {safe(str(exc))}; the call may or may not have reached the upstream (nothing is "
+                    "retried): see `mcphost log tail`",
+                    file=sys.stderr,
+                )
+                return 1
+            # The daemon never saw the call: make it from here, as with no daemon at all.
+            print(f"mcphost: {safe(str(exc))}; calling from this process instead", file=sys.stderr, flush=True)
+        else:
+            return _print_daemon_result(result, args.output)
+    return _in_process(args, variant, arguments)
+
+
+def _in_process(args: argparse.Namespace, variant: ToolVariant, arguments: dict[str, Any]) -> int:
     # Only the path taken is imported: through the daemon, this process needs none of the host.
+    import anyio
+
     from mcphost.gateway.service import CallContext
     from mcphost.host import Host
 
     loaded = load_or_exit(args)
+    server = args.name.partition(":")[0]
 
     async def main() -> CallOutcome:
         # Only the named server is started: a one-shot call need not wait for the others.
@@ -96,59 +114,117 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcphost: {outcome.error.code.value}: {safe_lines(outcome.error.message)}", file=sys.stderr)
         return 1
     assert outcome.result is not None
+    result = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
     if args.output == "json":
-        print_json(outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        print_json(result)
     else:
-        print_result(outcome.result, sys.stderr if outcome.result.is_error else sys.stdout)
+        print_result(result, sys.stderr if outcome.result.is_error else sys.stdout)
     return 1 if outcome.result.is_error else 0
 
 
-async def _via_daemon(
-    url: str, headers: dict[str, str], variant: ToolVariant, arguments: dict[str, Any]
-) -> types.CallToolResult:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
+def _print_daemon_result(result: dict[str, Any], output: str) -> int:
+    """The daemon's answer (a CallToolResult as JSON), printed as an in-process call's would be: warnings and errors
+    on stderr."""
+    from mcphost.cli.daemon_client import WARNING_PREFIX
 
-    # No proxy from the environment: the daemon is on loopback, and its token must not travel anywhere else.
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=None), trust_env=False)
-    async with http, Client(streamable_http_client(url, http_client=http), cache=None) as client:
-        return await client.call_tool(variant.value, arguments)
-
-
-def _print_daemon_result(result: types.CallToolResult, output: str) -> int:
-    """The daemon's answer, printed as an in-process call's would be: warnings and errors on stderr."""
-
+    content = result.get("content")
     blocks = []
-    for block in result.content:
-        if isinstance(block, types.TextContent) and block.text.startswith(WARNING_PREFIX):
-            print(f"mcphost: warning: {safe_lines(block.text.removeprefix(WARNING_PREFIX))}", file=sys.stderr)
+    for block in content if isinstance(content, list) else []:
+        text = _text_of(block)
+        if text is not None and text.startswith(WARNING_PREFIX):
+            print(f"mcphost: warning: {safe_lines(text.removeprefix(WARNING_PREFIX))}", file=sys.stderr)
         else:
             blocks.append(block)
-    error = (result.structured_content or {}).get("error") if result.is_error else None
+    is_error = result.get("isError") is True
+    structured = result.get("structuredContent")
+    error = structured.get("error") if is_error and isinstance(structured, dict) else None
     if isinstance(error, dict) and "code" in error:
         if output == "json":
             print_json({"error": error})
         print(f"mcphost: {safe(error['code'])}: {safe_lines(str(error.get('message', '')))}", file=sys.stderr)
         return 1
-    result = result.model_copy(update={"content": blocks})
+    result = {**result, "content": blocks}
     if output == "json":
-        print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        try:
+            print_json(as_dumped(result))
+        except ValueError as exc:
+            print(f"mcphost: the daemon's answer is not a tool result: {safe(str(exc))}", file=sys.stderr)
+            return 1
     else:
-        print_result(result, sys.stderr if result.is_error else sys.stdout)
-    return 1 if result.is_error else 0
+        print_result(result, sys.stderr if is_error else sys.stdout)
+    return 1 if is_error else 0
 
 
-def print_result(result: types.CallToolResult, stream: Any) -> None:
+# A CallToolResult as `model_dump(mode="json", by_alias=True, exclude_none=True)` writes it: fields in this order,
+# defaults filled in. Results of this shape (text blocks, as mcphost's own results are) are laid out here; any
+# other goes through the SDK's model, so that `-o json` is the same with and without a daemon.
+_RESULT_FIELDS = ("_meta", "content", "structuredContent", "isError", "resultType")
+_TEXT_FIELDS = ("type", "text", "_meta")
+
+
+def as_dumped(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` (a CallToolResult as JSON) as the SDK's model dumps it. Raises ValueError when it is not one."""
+    if _plain_result(result):
+        dumped: dict[str, Any] = {}
+        if result.get("_meta") is not None:
+            dumped["_meta"] = result["_meta"]
+        dumped["content"] = [
+            {key: block[key] for key in _TEXT_FIELDS if block.get(key) is not None} for block in result["content"]
+        ]
+        if result.get("structuredContent") is not None:
+            dumped["structuredContent"] = result["structuredContent"]
+        dumped["isError"] = result.get("isError", False)
+        dumped["resultType"] = result.get("resultType", "complete")
+        return dumped
+    import mcp_types
+    from pydantic import ValidationError
+
+    try:
+        model = mcp_types.CallToolResult.model_validate(result)
+    except ValidationError as exc:
+        raise ValueError(str(exc)) from None
+    dumped = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def _plain_result(result: dict[str, Any]) -> bool:
+    if not set(result) <= set(_RESULT_FIELDS) or not isinstance(result.get("content"), list):
+        return False
+    if not isinstance(result.get("_meta", {}), dict | None):
+        return False
+    if not isinstance(result.get("isError", False), bool) or not isinstance(result.get("resultType", ""), str):
+        return False
+    return all(
+        isinstance(block, dict)
+        and set(block) <= set(_TEXT_FIELDS)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and isinstance(block.get("_meta", {}), dict | None)
+        for block in result["content"]
+    )
+
+
+def _text_of(block: Any) -> str | None:
+    if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+        return str(block["text"])
+    return None
+
+
+def print_result(result: dict[str, Any], stream: Any) -> None:
+    """A CallToolResult (as JSON) for a person: text blocks (JSON pretty-printed), a line for any other block, and
+    the structured content when there is nothing else."""
     printed = False
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            print(safe_lines(_pretty(block.text)), file=stream)
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
+        text = _text_of(block)
+        if text is not None:
+            print(safe_lines(_pretty(text)), file=stream)
         else:
-            print(f"[{safe(block.type)} content]", file=stream)
+            kind = block.get("type") if isinstance(block, dict) else None
+            print(f"[{safe(kind)} content]", file=stream)
         printed = True
-    if not printed and result.structured_content is not None:
-        print(json.dumps(result.structured_content, indent=2), file=stream)  # ASCII: no raw control character
+    if not printed and result.get("structuredContent") is not None:
+        print(json.dumps(result["structuredContent"], indent=2), file=stream)  # ASCII: no raw control character
 
 
 def _pretty(text: str) -> str:

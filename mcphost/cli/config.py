@@ -6,11 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from mcphost.activity.redact import redact
 from mcphost.cli.common import load_or_exit, print_json
-from mcphost.config import ConfigError
-from mcphost.config.loader import parse_config_bytes
 from mcphost.paths import config_path
+
+# Each action imports what it runs: `config path` needs no pydantic, `show` and `validate` need the models.
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
@@ -36,6 +35,8 @@ def run_path(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from mcphost.activity.redact import redact
+
     loaded = load_or_exit(args)
     print_json(
         {
@@ -48,6 +49,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    from mcphost.config import ConfigError
+    from mcphost.config.loader import parse_config_bytes
 
     path = Path(args.file) if args.file else config_path(args.config)
     try:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-import anyio
-
 from mcphost import discovery
-from mcphost.approval.grants import read_always, revoke_in_file
+from mcphost.cli.channel import GRANTS_LIST, GRANTS_REVOKE, ask
 from mcphost.cli.common import add_output_flag, fail, print_json
-from mcphost.config.state import state_path
 from mcphost.console import safe
-from mcphost.editor import protocol as p
-from mcphost.editor.client import NoDaemon, ask
+from mcphost.discovery import NoDaemon
+from mcphost.paths import data_dir
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
@@ -33,13 +31,41 @@ def _daemons() -> list[dict[str, Any]]:
     return [d for d in discovery.running() if d.get("editor_socket")]
 
 
-async def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
+def state_path() -> Path:
+    """mcphost.config.state.state_path, without importing the config models (a test keeps the two equal): the
+    state file holds the `always` grants, and most people have none, so most runs need no pydantic at all."""
+    return data_dir() / "state.toml"
+
+
+def _file_grants() -> list[dict[str, Any]]:
+    path = state_path()
+    if not path.exists():
+        return []
+    from mcphost.approval.grants import read_always
+
+    return [grant.info().model_dump(mode="json", exclude_none=True) for grant in read_always(path)]
+
+
+def _revoke_in_file(ids: list[str], tool: str | None, everything: bool) -> list[dict[str, Any]]:
+    path = state_path()
+    if not path.exists():
+        return []  # no state file, no `always` grants: nothing to forget there
+    from mcphost.approval.grants import revoke_in_file
+
+    revoked = revoke_in_file(path, ids, tool, everything)
+    return [grant.info().model_dump(mode="json", exclude_none=True) for grant in revoked]
+
+
+def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
     """Each running daemon's answer; session grants exist only inside the daemons."""
 
     answers = []
     for info in _daemons():
         try:
-            answers.append({"pid": info.get("pid"), **(await ask(info, "mcphost grants", method, params))})
+            answer = ask(info, "mcphost grants", method, params)
+            if not isinstance(answer, dict):
+                raise NoDaemon(f"daemon {info.get('pid')} answered {method} with {type(answer).__name__}")
+            answers.append({"pid": info.get("pid"), **answer})
         except NoDaemon as exc:
             answers.append({"pid": info.get("pid"), "error": str(exc)})
     return answers
@@ -48,11 +74,11 @@ async def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
 def run_list(args: argparse.Namespace) -> int:
 
     grants: dict[str, dict[str, Any]] = {}
-    for answer in anyio.run(_ask_daemons, p.GRANTS_LIST, {}):
+    for answer in _ask_daemons(GRANTS_LIST, {}):
         for grant in answer.get("grants", []):
             grants.setdefault(grant["id"], {**grant, "daemon": answer["pid"]} if grant["scope"] == "session" else grant)
-    for grant in read_always(state_path()):
-        grants.setdefault(grant.id, grant.info().model_dump(mode="json", exclude_none=True))
+    for grant in _file_grants():
+        grants.setdefault(grant["id"], grant)
     listed = sorted(grants.values(), key=lambda g: (g["scope"], g["server"], g["tool"], g["variant"]))
     if args.output == "json":
         print_json({"grants": listed})
@@ -78,12 +104,12 @@ def run_revoke(args: argparse.Namespace) -> int:
     revoked: dict[str, dict[str, Any]] = {}
     requests = [{"ids": ids, "all": args.all}] + [{"tool": tool} for tool in tools]
     for params in requests:
-        for answer in anyio.run(_ask_daemons, p.GRANTS_REVOKE, params):
+        for answer in _ask_daemons(GRANTS_REVOKE, params):
             for grant in answer.get("revoked", []):
                 revoked[grant["id"]] = grant
         # The state file too: no daemon may be running, and `always` grants outlive daemons.
-        for grant in revoke_in_file(state_path(), ids, params.get("tool"), args.all):
-            revoked.setdefault(grant.id, grant.info().model_dump(mode="json", exclude_none=True))
+        for grant in _revoke_in_file(ids, params.get("tool"), args.all):
+            revoked.setdefault(grant["id"], grant)
     if args.output == "json":
         print_json({"revoked": list(revoked.values())})
         return 0

@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import anyio
-
 from mcphost import discovery
+from mcphost.cli.channel import STATUS, ask
 from mcphost.cli.common import add_output_flag, print_json
 from mcphost.console import safe
-from mcphost.editor import protocol as p
-from mcphost.editor.client import NoDaemon, ask
+from mcphost.discovery import NoDaemon
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
@@ -21,8 +19,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 def run(args: argparse.Namespace) -> int:
 
-    daemons = discovery.running()
-    reports = anyio.run(_collect, daemons)
+    reports = _collect(discovery.running())
     if args.output == "json":
         print_json({"daemons": reports})
         return 0
@@ -34,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     reports = []
     for info in daemons:
@@ -51,7 +48,7 @@ async def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
             reports.append(report)
             continue
         try:
-            report.update(await ask(info, "mcphost status", p.STATUS))
+            report.update(ask(info, "mcphost status", STATUS))
         except NoDaemon as exc:
             report["error"] = f"cannot ask it for its status: {exc}"
         reports.append(report)

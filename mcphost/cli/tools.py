@@ -3,39 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
-import anyio
-
+from mcphost import discovery
 from mcphost.cli.common import add_output_flag, load_or_exit, print_json
 from mcphost.console import safe
-from mcphost.errors import GatewayError
-from mcphost.gateway.tools import DEFAULT_LIMIT
-from mcphost.host import Host
+from mcphost.gateway.tools import DEFAULT_LIMIT, RETRIEVE_TOOLS
+from mcphost.paths import config_path
 
 ICONS = {"call_tool_read": "R", "call_tool_write": "W", "call_tool_destructive": "D"}
+
+
+class _Refused(Exception):
+    """retrieve_tools answered with an error (GatewayError in this process, an error result from a daemon)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="?", default="", help="what you want to do, in words (empty: all tools)")
     p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help=f"most results (default {DEFAULT_LIMIT})")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="start the upstream servers in this process even when a daemon is running",
+    )
     add_output_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
 
-    loaded = load_or_exit(args)
-
-    async def main() -> dict[str, Any]:
-        async with Host(loaded) as host:
-            return await host.gateway.retrieve_tools({"query": args.query, "limit": args.limit})
-
+    arguments = {"query": args.query, "limit": args.limit}
     try:
-        answer = anyio.run(main)
-    except GatewayError as err:
-        print(f"mcphost: {err.code.value}: {safe(err.message)}", file=sys.stderr)
+        answer = None if args.in_process else _via_daemon(args, arguments)
+        if answer is None:
+            answer = _in_process(args, arguments)
+    except _Refused as err:
+        print(f"mcphost: {safe(err.code)}: {safe(err.message)}", file=sys.stderr)
         return 2
     if args.output == "json":
         print_json(answer)
@@ -58,3 +68,50 @@ def run(args: argparse.Namespace) -> int:
         line = safe(summary[0][:80]) if summary else ""
         print(f"{tool['score']:.2f}  {name:<{width}}  {safe(tool['call_with']):<21}  {line}")
     return 0
+
+
+def _via_daemon(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The running daemon's retrieve_tools (its upstreams are up already): None when no daemon serves this config,
+    or when it cannot be reached (then this process asks the upstreams itself)."""
+    target = discovery.for_config(config_path(args.config))
+    if target is None:
+        return None
+    from mcphost.cli.daemon_client import DaemonError, McpSession
+
+    try:
+        with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {})) as session:
+            result = session.call_tool(RETRIEVE_TOOLS, arguments)
+    except DaemonError as exc:
+        print(f"mcphost: {safe(str(exc))}; asking the upstream servers from this process", file=sys.stderr)
+        return None
+    structured = result.get("structuredContent")
+    error = structured.get("error") if result.get("isError") is True and isinstance(structured, dict) else None
+    if isinstance(error, dict) and "code" in error:
+        raise _Refused(str(error["code"]), str(error.get("message", "")))
+    texts = [b.get("text") for b in result.get("content") or [] if isinstance(b, dict) and b.get("type") == "text"]
+    try:
+        answer = json.loads(texts[0]) if texts and isinstance(texts[0], str) else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("tools"), list):
+        raise _Refused("UPSTREAM_ERROR", f"the daemon's retrieve_tools answer is not the expected JSON: {texts[:1]}")
+    return answer
+
+
+def _in_process(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str, Any]:
+    # Only the path taken is imported: with a daemon running, this process starts no upstream of its own.
+    import anyio
+
+    from mcphost.errors import GatewayError
+    from mcphost.host import Host
+
+    loaded = load_or_exit(args)
+
+    async def main() -> dict[str, Any]:
+        async with Host(loaded) as host:
+            return await host.gateway.retrieve_tools(arguments)
+
+    try:
+        return anyio.run(main)
+    except GatewayError as err:
+        raise _Refused(err.code.value, err.message) from None

@@ -1,5 +1,8 @@
-"""The client side of the editor channel, for mcphost's own commands (`status`, `grants`, `approve`, `demo`):
+"""The client side of the editor channel, for mcphost's own commands that stay attached (`approve`, `demo`):
 find a running daemon, attach to its editor socket like an editor does, and speak the same protocol.
+
+Commands that ask one question and leave (`status`, `grants`) use `mcphost.cli.channel.ask` instead, which
+needs no pygls.
 """
 
 from __future__ import annotations
@@ -18,15 +21,12 @@ from pygls.protocol import JsonRPCProtocol
 
 from mcphost import __version__, discovery
 from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.discovery import NoDaemon as NoDaemon  # re-exported: `approve` and the demo catch it from here
 from mcphost.editor import protocol as p
 from mcphost.editor.connection import dict_converter
 from mcphost.pipes import socket_is_ours
 
 PromptHandler = Callable[[PermissionRequest], Awaitable[PermissionResponse]]
-
-
-class NoDaemon(Exception):
-    """No running daemon to attach to; the message says how to start one."""
 
 
 class _ClientProtocol(JsonRPCProtocol):
@@ -153,17 +153,3 @@ async def attached(
         yield client
     finally:
         await client.close()
-
-
-# A daemon that takes longer than this to answer one request from a command is as good as gone.
-ASK_TIMEOUT = 5.0
-
-
-async def ask(info: dict[str, Any], name: str, method: str, params: Any = None) -> Any:
-    """One request to one daemon, attached as a watcher (no prompts) for just that long. Raises NoDaemon when the
-    daemon cannot be reached or does not answer in time."""
-    try:
-        async with asyncio.timeout(ASK_TIMEOUT), attached(info, name) as client:
-            return await client.request(method, params)
-    except (OSError, TimeoutError) as exc:
-        raise NoDaemon(f"daemon {info.get('pid')} did not answer {method}: {exc or 'timed out'}") from None

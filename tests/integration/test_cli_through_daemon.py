@@ -1,0 +1,253 @@
+"""`mcphost call`, `tools`, `status` and `grants` with a daemon running: they ask the daemon (its streamable HTTP
+endpoint, its editor socket) with the standard library only, start no upstream of their own, print exactly what the
+same command prints without a daemon, and import none of the SDK, pygls or the web stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import pytest
+
+from tests.editor_client import allow, editor, never
+from tests.helpers import Sandbox, daemon, mcphost, poll, records_of
+
+ALLOW_WRITES = '[permissions]\nwrite = "allow"\n'
+# What a command asking a daemon must never import (each costs a large part of a second to start).
+HEAVY = ["mcp", "mcp_types", "pygls", "lsprotocol", "uvicorn", "httpx2", "starlette", "anyio", "pydantic"]
+HEAVY += ["mcphost.host", "mcphost.gateway.service", "mcphost.serve.mcp_server", "mcphost.editor.client"]
+
+
+async def run(box: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    return await anyio.to_thread.run_sync(lambda: mcphost(box, *args))
+
+
+async def connected(box: Sandbox) -> int:
+    """How many upstream connections are on record, once the daemon's probe is up."""
+    await poll(lambda: records_of(box, "upstream_connected"), "the daemon's upstream to connect")
+    return len(records_of(box, "upstream_connected"))
+
+
+def same_output(through: subprocess.CompletedProcess[str], here: subprocess.CompletedProcess[str]) -> None:
+    assert through.returncode == here.returncode, (through.stderr, here.stderr)
+    assert through.stdout == here.stdout
+    assert through.stderr.replace(f"mcphost: calling through the daemon {daemon_pid(through)}\n", "") == here.stderr
+
+
+def daemon_pid(result: subprocess.CompletedProcess[str]) -> str:
+    first = result.stderr.splitlines()[0] if result.stderr else ""
+    assert first.startswith("mcphost: calling through the daemon "), result.stderr
+    return first.rsplit(" ", 1)[1]
+
+
+async def test_tools_asks_the_daemon_and_starts_no_upstream_of_its_own(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox):
+        before = await connected(sandbox)
+        text = await run(sandbox, "tools", "erase notes")
+        as_json = await run(sandbox, "tools", "-o", "json")
+        assert len(records_of(sandbox, "upstream_connected")) == before, "no upstream started for `tools`"
+        here = await run(sandbox, "tools", "--in-process", "-o", "json")
+        assert len(records_of(sandbox, "upstream_connected")) == before + 1, "the control: in-process starts one"
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    first = text.stdout.splitlines()[0].split()
+    assert first[1] == "probe:wipe_notes" and first[2] == "call_tool_destructive"
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == json.loads(here.stdout)
+    assert as_json.stdout == here.stdout
+
+
+async def test_a_read_through_the_daemon_prints_what_an_in_process_read_prints(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as d:
+        for output in ("text", "json"):
+            args = ("call", "tool-read", "probe:read_notes", "--args", '{"text": "r"}', "-o", output)
+            through, here = await run(sandbox, *args), await run(sandbox, *args, "--in-process")
+            assert daemon_pid(through) == str(d.process.pid)
+            same_output(through, here)
+    assert through.returncode == 0
+    payload = json.loads(through.stdout)
+    assert payload["structuredContent"] == {"tool": "read_notes", "text": "r"}
+    clients = [r["client"] for r in sandbox.tool_calls()]
+    assert clients[0].startswith("mcphost-cli ") and clients[2].startswith("mcphost-cli ")
+    assert [r["session_id"].startswith("http-") for r in sandbox.tool_calls()] == [True, False, True, False]
+
+
+async def test_a_write_the_policy_denies_is_an_error_with_its_code(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "deny"\n' + sandbox.probe_server())
+    async with daemon(sandbox):
+        args = ("call", "tool-write", "probe:plain_echo", "--args", '{"text": "w"}', "-o", "json")
+        through, here = await run(sandbox, *args), await run(sandbox, *args, "--in-process")
+    same_output(through, here)
+    assert through.returncode == 1
+    assert json.loads(through.stdout)["error"]["code"] == "PERMISSION_DENIED"
+    assert "mcphost: PERMISSION_DENIED: " in through.stderr
+    assert [r["status"] for r in sandbox.tool_calls()] == ["denied", "denied"]
+
+
+async def test_upstream_errors_and_warnings_reach_stderr(sandbox: Sandbox) -> None:
+    sandbox.write_config(ALLOW_WRITES + sandbox.probe_server())
+    async with daemon(sandbox):
+        for args in (
+            ("call", "tool-write", "probe:fail"),
+            ("call", "tool-write", "probe:fail", "-o", "json"),
+            ("call", "tool-write", "probe:read_notes", "--args", '{"text": "w"}'),  # read-only: a warning
+        ):
+            through, here = await run(sandbox, *args), await run(sandbox, *args, "--in-process")
+            same_output(through, here)
+        assert through.returncode == 0
+        assert "mcphost: warning: Tool 'probe:read_notes' is marked read-only by server" in through.stderr
+        failed = await run(sandbox, "call", "tool-write", "probe:fail")
+        assert failed.returncode == 1 and "the tool failed on purpose" in failed.stderr and failed.stdout == ""
+        crashed = await run(sandbox, "call", "tool-write", "probe:crash")
+    assert crashed.returncode == 1
+    assert "mcphost: UPSTREAM_ERROR: " in crashed.stderr and "probe" in crashed.stderr
+
+
+async def test_ctrl_c_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
+        # Popen only forks; the waiting below is in a thread.
+        process = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "mcphost", "call", "tool-write", "probe:plain_echo", "--args", '{"text": "x"}'],
+            env={**os.environ, **sandbox.env()},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            async with asyncio.timeout(30):
+                await ed.prompted.wait()
+            await asyncio.sleep(1)  # still waiting: the call has no read timeout
+            assert process.poll() is None
+            process.send_signal(signal.SIGINT)
+            _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=10))
+            async with asyncio.timeout(10):
+                await ed.withdrawn.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        await poll(lambda: sandbox.tool_calls(), "the cancelled call's record")
+    assert process.returncode == 130, err
+    assert "interrupted; the call was withdrawn" in err and "Traceback" not in err
+    assert ed.cancelled == [ed.prompts[0]["id"]]
+    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
+
+
+async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as d:
+        async with editor(d.editor_socket, allow("session"), name="approver"):
+            first = await run(sandbox, "call", "tool-write", "probe:plain_echo")
+            assert first.returncode == 0, first.stderr
+            status = json.loads((await run(sandbox, "status", "-o", "json")).stdout)
+        listed = json.loads((await run(sandbox, "grants", "list", "-o", "json")).stdout)["grants"]
+        revoked = await run(sandbox, "grants", "revoke", "probe:plain_echo")
+        after = json.loads((await run(sandbox, "grants", "list", "-o", "json")).stdout)["grants"]
+        text = await run(sandbox, "status")
+    (report,) = status["daemons"]
+    assert report["pid"] == d.process.pid and [e["name"] for e in report["editors"]] == ["approver 1"]
+    assert [(s["name"], s["state"]) for s in report["servers"]] == [("probe", "connected")]
+    assert [(g["scope"], g["tool"], g["daemon"]) for g in listed] == [("session", "plain_echo", d.process.pid)]
+    assert revoked.returncode == 0 and f"revoked {listed[0]['id']} (session) probe:plain_echo" in revoked.stdout
+    assert after == []
+    assert f"daemon {d.process.pid} (mcphost" in text.stdout and "probe            connected" in text.stdout
+    assert not (sandbox.data / "state.toml").exists(), "a session grant never reaches the state file"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["grants", "list"],
+        ["call", "tool-read", "probe:read_notes"],
+        ["call", "tool-read", "probe:wipe_notes", "-o", "json"],
+        ["tools", "notes"],
+        ["log", "tail"],
+        ["activity", "list"],
+    ],
+)
+async def test_a_command_asking_the_daemon_imports_only_what_it_runs(sandbox: Sandbox, argv: list[str]) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    probe = (
+        "import json, sys\n"
+        "from mcphost.cli import main\n"
+        f"code = main({argv!r})\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)\n"
+    )
+    async with daemon(sandbox):
+        done = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, **sandbox.env()},
+                check=False,
+            )
+        )
+    loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    assert loaded == [], f"{argv} imported {loaded}"
+    if argv[0] in ("call", "tools"):
+        assert "this process" not in done.stderr, "it went through the daemon"
+
+
+# ---------------------------------------------------------------------------------------------- no daemon to ask
+
+
+@contextmanager
+def unreachable_daemon(box: Sandbox) -> Iterator[int]:
+    """A discovery file for a live process of ours whose agent endpoint nobody listens on."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    try:
+        run_dir = box.root / "run"
+        run_dir.mkdir(mode=0o700, exist_ok=True)
+        stat = Path(f"/proc/{sleeper.pid}/stat").read_text(encoding="utf-8")
+        info: dict[str, Any] = {
+            "pid": sleeper.pid,
+            "pid_start": int(stat.rsplit(")", 1)[1].split()[19]),
+            "version": "0.1.0",
+            "started_at": "2026-01-01T00:00:00Z",
+            "mcp": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": "Bearer x"}},
+            "config_path": str(box.config),
+            "editor_socket": None,
+        }
+        path = run_dir / f"daemon-{sleeper.pid}.json"
+        path.write_text(json.dumps(info), encoding="utf-8")
+        path.chmod(0o600)
+        yield sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the planted file needs the process start time")
+def test_a_daemon_that_does_not_answer_leaves_the_call_to_this_process(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    with unreachable_daemon(sandbox):
+        start = time.monotonic()
+        called = mcphost(sandbox, "call", "tool-read", "probe:read_notes", "--args", '{"text": "z"}')
+        tools = mcphost(sandbox, "tools", "notes")
+    assert called.returncode == 0, called.stderr
+    assert called.stdout.strip() == "read_notes: z"
+    assert "cannot reach the daemon" in called.stderr and "calling from this process instead" in called.stderr
+    assert tools.returncode == 0 and "probe:read_notes" in tools.stdout
+    assert "asking the upstream servers from this process" in tools.stderr
+    assert time.monotonic() - start < 30
