@@ -7,13 +7,25 @@ Everything shown can hold an agent's text (a tool name it made up, its reason), 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from itertools import repeat
 from typing import Any
 
-from mcphost.activity.query import intent_type, record_time
-from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, columns, safe
+from mcphost.activity.query import intent_type, is_mapping, record_time
+from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, cell_width
+from mcphost.console import safe as _escape
 
 CALL_TYPES = ("tool_call", "tool_call_started")
+
+
+def safe(value: Any, limit: int | None = None) -> str:
+    """`console.safe`, with a shortcut for what most cells are: a string with nothing to escape. (A printable
+    string holds none of the characters `safe` escapes: they are all of Unicode's control and format categories.)"""
+    if type(value) is str and value.isprintable() and (limit is None or len(value) <= limit):
+        return value
+    return _escape(value, limit)
 
 
 def is_call(record: Mapping[str, Any]) -> bool:
@@ -21,22 +33,55 @@ def is_call(record: Mapping[str, Any]) -> bool:
 
 
 def icon(record: Mapping[str, Any], ascii_only: bool = False) -> str:
-    kind = intent_type(record) if is_call(record) else None
+    return _icon(intent_type(record) if is_call(record) else None, ascii_only)
+
+
+def _icon(kind: str | None, ascii_only: bool) -> str:
     if kind is None:
         return ASCII_EVENT_ICON if ascii_only else EVENT_ICON
     return (ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]
 
 
 def local_time(record: Mapping[str, Any]) -> str:
+    stamp = record.get("timestamp")
+    if type(stamp) is str and _UTC_STAMP.fullmatch(stamp):
+        key = stamp[:13]
+        hour = _local_hours[key] if key in _local_hours else _local_hours.setdefault(key, _local_hour(key))
+        if hour is not None:
+            return hour + stamp[13:19]
     when = record_time(record)
-    if when is None:
-        return safe(record.get("timestamp", "?"), 23)
-    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    if when is not None:
+        try:
+            return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        except (OverflowError, ValueError):
+            pass  # the first or last hours of the calendar, moved past its end by the local offset
+    return safe(record.get("timestamp", "?"), 23)
+
+
+# What the log's writers put in `timestamp` (UTC, milli- or microseconds). Such a time is shown in local time by
+# its UTC hour, worked out once per hour: a long listing of records spread over a month does the same conversion
+# a few hundred times instead of once per record.
+_UTC_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:[0-5]\d:[0-5]\d(?:\.\d{3}|\.\d{6})?(?:Z|\+00:00)", re.ASCII)
+_local_hours: dict[str, str | None] = {}
+
+
+def _local_hour(hour: str) -> str | None:
+    """`YYYY-MM-DD HH` in local time for the UTC hour `YYYY-MM-DDTHH`, when the local offset is whole hours and the
+    same all through it (no change of daylight saving time inside it); else None, and each time is converted."""
+    try:
+        start = datetime.fromisoformat(hour + ":00:00+00:00").astimezone()
+        end = (datetime.fromisoformat(hour + ":00:00+00:00") + timedelta(seconds=3599)).astimezone()
+    except (ValueError, OverflowError):
+        return None
+    offset = start.utcoffset()
+    if offset is None or offset != end.utcoffset() or offset.total_seconds() % 3600:
+        return None
+    return start.strftime("%Y-%m-%d %H")
 
 
 def duration(record: Mapping[str, Any]) -> str:
     value = record.get("duration_ms")
-    if not isinstance(value, int | float):
+    if type(value) is not float and not isinstance(value, int | float):
         return ""
     if value >= 1000:
         return f"{value / 1000:.1f}s"
@@ -54,9 +99,9 @@ _DECIDERS = {
 
 def decision(record: Mapping[str, Any]) -> str:
     value = record.get("decision")
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         return ""
-    by = _DECIDERS.get(str(value.get("by")), safe(value.get("by")))
+    by = _DECIDERS.get(str(value.get("by"))) or safe(value.get("by"))
     outcome = safe(value.get("outcome", ""))
     text = f"{outcome} by {by}" if outcome else by
     wait = value.get("wait_ms")
@@ -78,7 +123,7 @@ def status(record: Mapping[str, Any]) -> str:
         # Marked by the readers: a write or destructive call was forwarded and no outcome was ever recorded.
         text = f"{text}, outcome unknown"
     error = record.get("error")
-    if isinstance(error, Mapping) and error.get("code"):
+    if is_mapping(error) and error.get("code"):
         text = f"{text} {safe(error['code'])}".strip()
     return text
 
@@ -104,26 +149,50 @@ def line(record: Mapping[str, Any], ascii_only: bool = False) -> str:
     return "  ".join(p for p in parts if p)
 
 
+TABLE_HEADERS = ("TIME", "INTENT", "TOOL", "STATUS", "DURATION", "DECISION", "ID")
+
+
 def table(records: Sequence[Mapping[str, Any]], ascii_only: bool = False) -> str:
-    headers = ("TIME", "INTENT", "TOOL", "STATUS", "DURATION", "DECISION", "ID")
-    rows = []
-    for record in records:
-        kind = intent_type(record) if is_call(record) else None
-        intent = (
-            f"{icon(record, ascii_only)} {kind}" if kind else f"{icon(record, ascii_only)} {safe(record.get('type'))}"
-        )
-        rows.append(
-            (
-                local_time(record),
-                intent,
-                safe(target(record), 48),
-                status(record),
-                duration(record),
-                decision(record),
-                safe(record.get("id", "")),
-            )
-        )
-    return columns(headers, rows)
+    return "\n".join(table_lines([row(record, ascii_only) for record in records]))
+
+
+def row(record: Mapping[str, Any], ascii_only: bool = False) -> tuple[str, ...]:
+    """One record's cells in the table; a long listing keeps these instead of the records."""
+    kind = intent_type(record) if is_call(record) else None
+    if kind is not None:
+        intent = f"{(ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]} {kind}"
+    else:
+        intent = f"{ASCII_EVENT_ICON if ascii_only else EVENT_ICON} {safe(record.get('type'))}"
+    shown = target(record)
+    return (
+        local_time(record),
+        intent,
+        shown if len(shown) <= 48 else safe(shown, 48),
+        status(record),
+        duration(record),
+        decision(record),
+        safe(record.get("id", "")),
+    )
+
+
+def table_lines(rows: Sequence[Sequence[str]], headers: Sequence[str] = TABLE_HEADERS) -> list[str]:
+    """The lines of `console.columns(headers, rows)`: the same text, made faster for long tables, column by column.
+    An ASCII cell's width is its length; any other cell is padded once per distinct cell (the intent column holds
+    a handful: icon and intent)."""
+    table = [tuple(headers), *map(tuple, rows)]
+    padded: list[list[str]] = []
+    for column in zip(*table, strict=True):
+        if "".join(column).isascii():
+            size = max(map(len, column))
+            padded.append(list(map(str.ljust, column, repeat(size, len(column)))))
+            continue
+        distinct = {cell: cell_width(cell) for cell in set(column)}
+        size = max(distinct.values())
+        pad = {cell: cell + " " * (size - width) for cell, width in distinct.items()}
+        padded.append(list(map(pad.__getitem__, column)))
+    if not padded:
+        return [""] * len(table)
+    return list(map(str.rstrip, map("  ".join, zip(*padded, strict=True))))
 
 
 def detail(record: Mapping[str, Any], ascii_only: bool = False) -> str:

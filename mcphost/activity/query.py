@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mcphost.activity.ids import id_time_ms
-from mcphost.activity.reader import Outcomes, Record, records_newest_first
+from mcphost.activity.reader import Outcomes, Record, entries_newest_first
 
 INTENT_TYPES = ("read", "write", "destructive")
 STATUSES = ("success", "error", "rejected", "denied", "expired", "cancelled", "started")
@@ -47,14 +47,19 @@ class FilterError(ValueError):
         self.message = message
 
 
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """isinstance(value, Mapping), quick for what records are made of (dicts): checking an ABC is slow."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def intent_type(record: Mapping[str, Any]) -> str | None:
     """The record's intent: what the agent declared, else what its tool variant implies (a call rejected
     before its intent parsed still counts as the kind of call it was made through)."""
     metadata = record.get("metadata")
-    if not isinstance(metadata, Mapping):
+    if not is_mapping(metadata):
         return None
     intent = metadata.get("intent")
-    if isinstance(intent, Mapping):
+    if is_mapping(intent):
         declared = intent.get("operation_type")
         if declared in INTENT_TYPES:
             return str(declared)
@@ -203,13 +208,40 @@ def parse_limit(value: str | int | None, default: int = DEFAULT_LIMIT, maximum: 
 
 
 def matching_newest_first(path: Path, flt: RecordFilter) -> Iterator[Record]:
-    outcomes = Outcomes()
-    for found in records_newest_first(path, flt.needle()):
-        if flt.is_past(found):
-            return
-        record = outcomes.settle(found)
-        if record is not None and flt.matches(record):
-            yield record
+    for record, _line in matching_entries_newest_first(path, flt):
+        yield record
+
+
+def matching_entries_newest_first(path: Path, flt: RecordFilter) -> Iterator[tuple[Record, bytes | None]]:
+    """`matching_newest_first`, each record with its line when the line is the record exactly, as JSON (a start
+    marked `"outcome": "unknown"` here is not)."""
+    for record, line, _open in Matcher(flt).matching(entries_newest_first(path, flt.needle())):
+        yield record, line
+
+
+class Matcher:
+    """What a newest-first reading keeps of what it reads: the records `flt` matches, each start settled by the
+    outcomes read before it, up to the first record past `since` (then `past` is set and the reading stops)."""
+
+    def __init__(self, flt: RecordFilter) -> None:
+        self.flt = flt
+        self.outcomes = Outcomes()
+        self.past = False
+
+    def matching(self, entries: Iterable[tuple[Record, bytes | None]]) -> Iterator[tuple[Record, bytes | None, bool]]:
+        """(record, its line when it is the record exactly, whether it is a start no outcome read so far names)."""
+        settle, matches, is_past = self.outcomes.settle, self.flt.matches, self.flt.is_past
+        bounded = self.flt.since is not None
+        for found, line in entries:
+            if bounded and is_past(found):
+                self.past = True
+                return
+            record = settle(found)
+            if record is not None and matches(record):
+                if record is found:
+                    yield record, line, False
+                else:
+                    yield record, None, True
 
 
 @dataclass(frozen=True, slots=True)

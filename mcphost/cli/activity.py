@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
-from typing import Any
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcphost import console
 from mcphost.activity import display
-from mcphost.activity.query import DEFAULT_LIMIT, RecordFilter, matching_newest_first, select, summarize
+from mcphost.activity.query import (
+    DEFAULT_LIMIT,
+    RecordFilter,
+    matching_entries_newest_first,
+    matching_newest_first,
+    select,
+    summarize,
+)
 from mcphost.activity.reader import records_newest_first
 from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
 
+if TYPE_CHECKING:
+    from mcphost.cli.scan import Render
+
+T = TypeVar("T")
 FORMATS = ("table", "json", "yaml")
+CHUNK_BYTES = 1 << 18
+COMPACT = (",", ":")  # `-o json` writes each record on one line, as the log does
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
@@ -53,29 +69,99 @@ def run_list(args: argparse.Namespace) -> int:
     if args.limit < 0:
         usage_error(f"--limit: {args.limit} is negative; give how many records to show (0: all)")
     flt = filter_from(args)
+    path = log_path(args)
+    # The records read are plain dicts without cycles: the collector would only walk them, over and over.
+    gc.disable()
     if args.output == "json":
-        # Streamed, one record per line of the array: `--limit 0` over a big log never holds it all in memory,
-        # and the C encoder does the work.
-        records = matching_newest_first(log_path(args), flt)
-        write = sys.stdout.write
-        write("[")
-        for n, record in enumerate(records):
-            if args.limit and n >= args.limit:
-                break
-            write(("\n" if n == 0 else ",\n") + json.dumps(record, ensure_ascii=False))
-        write("\n]\n")
+        if _utf8(sys.stdout):
+            _write_json_array(_rendered(path, flt, args.limit, _json_line), args.limit)
+        else:
+            _write_json_text(matching_newest_first(path, flt), args.limit)
         return 0
-    page = select(log_path(args), flt, args.limit or None)
     if args.output != "table":
-        _print(page.records, args.output)
+        _print(select(path, flt, args.limit or None).records, args.output)
         return 0
-    if not page.records:
+    # Rows, not records, are kept until the columns' widths are known: `--limit 0` over a big log holds a few
+    # short strings per match.
+    plain = console.ascii_only()
+    rows: list[tuple[str, ...]] = []
+    more = False
+    for cells in _rendered(path, flt, args.limit, lambda record, _line: display.row(record, plain)):
+        if args.limit and len(rows) >= args.limit:
+            more = True
+            break
+        rows.append(cells)
+    if not rows:
         print("no matching activity", file=sys.stderr)
         return 0
-    print(display.table(page.records, console.ascii_only()))
-    if page.next_cursor is not None:
-        print(f"(newest {len(page.records)} shown; --limit N for more, 0 for all)", file=sys.stderr)
+    _write_lines(display.table_lines(rows))
+    if more:
+        print(f"(newest {len(rows)} shown; --limit N for more, 0 for all)", file=sys.stderr)
     return 0
+
+
+def _rendered(path: Path, flt: RecordFilter, limit: int, render: Render[T]) -> Iterator[T]:
+    """Every matching record rendered, newest first. All of them (`--limit 0`): the big log's parts are read on all
+    cores (mcphost.cli.scan); the newest few are near the end of the log, and read in this process alone."""
+    if not limit:
+        from mcphost.cli.scan import rendered_newest_first
+
+        return rendered_newest_first(path, flt, render)
+    return (render(record, line) for record, line in matching_entries_newest_first(path, flt))
+
+
+def _utf8(stream: Any) -> bool:
+    return (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
+
+
+def _json_line(record: dict[str, Any], line: bytes | None) -> bytes:
+    """A record for the JSON array: its line of the log as it is, when that is the record exactly as JSON; else
+    encoded as the writer encodes a line."""
+    return line if line is not None else json.dumps(record, ensure_ascii=False, separators=COMPACT).encode("utf-8")
+
+
+def _write_json_array(lines: Iterator[bytes], limit: int) -> None:
+    """A JSON array, one record per line, streamed: `--limit 0` over a big log never holds it all in memory."""
+    sys.stdout.flush()
+    write = sys.stdout.buffer.write
+    chunk: list[bytes] = [b"["]
+    size = 0
+    separator = b"\n"
+    for n, line in enumerate(lines):
+        if limit and n >= limit:
+            break
+        chunk.append(separator)
+        chunk.append(line)
+        separator = b",\n"
+        size += len(line)
+        if size >= CHUNK_BYTES:
+            write(b"".join(chunk))
+            chunk.clear()
+            size = 0
+    chunk.append(b"\n]\n")
+    write(b"".join(chunk))
+    sys.stdout.buffer.flush()
+
+
+def _write_json_text(records: Iterator[dict[str, Any]], limit: int) -> None:
+    """The JSON array as text, for an output that is not UTF-8 (encoded as it says; the log's lines are UTF-8)."""
+    sys.stdout.write("[")
+    for n, record in enumerate(records):
+        if limit and n >= limit:
+            break
+        sys.stdout.write(("\n" if n == 0 else ",\n") + json.dumps(record, ensure_ascii=False, separators=COMPACT))
+    sys.stdout.write("\n]\n")
+
+
+def _write_lines(lines: Iterable[str]) -> None:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= 4096:
+            sys.stdout.write("\n".join(chunk) + "\n")
+            chunk.clear()
+    if chunk:
+        sys.stdout.write("\n".join(chunk) + "\n")
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -99,6 +185,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_summary(args: argparse.Namespace) -> int:
     flt: RecordFilter = filter_from(args)
+    gc.disable()  # as in run_list: plain dicts, no cycles
     summary = summarize(matching_newest_first(log_path(args), flt)).to_dict()
     summary["since"] = flt.since.isoformat() if flt.since else None
     if args.output != "table":

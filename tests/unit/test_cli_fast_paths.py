@@ -1,0 +1,371 @@
+"""The shortcuts the commands take for speed give exactly what the long way gives: reading a log by searching its
+blocks, the lines passed on as they are, the table's layout and cells, the local times, and a daemon's tool result
+laid out as the SDK's model would."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcphost import console
+from mcphost.activity import display, reader
+from mcphost.activity.query import RecordFilter, matching_entries_newest_first, matching_newest_first
+from mcphost.activity.reader import parse_entry, parse_line, records_newest_first
+from mcphost.cli.call import as_dumped
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def naive_newest_first(path: Path, needle: bytes | None) -> list[dict[str, Any]]:
+    """What the reader must return: every complete line holding a JSON object, last first, from the files newest
+    first; with a needle, only the lines that contain it."""
+    out: list[dict[str, Any]] = []
+    for file in reader.log_files(path):
+        data = file.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        for line in reversed(complete.split(b"\n")):
+            if line and (needle is None or needle in line):
+                record = parse_line(line)
+                if record is not None:
+                    out.append(record)
+    return out
+
+
+def random_log(path: Path, rng: random.Random, count: int) -> None:
+    kinds = ["read", "write", "destructive"]
+    lines = []
+    for i in range(count):
+        op = rng.choice(kinds)
+        record: dict[str, Any] = {
+            "id": f"R{i:06d}",
+            "type": "tool_call",
+            "server": rng.choice(["fs", "gh"]),
+            "tool": rng.choice(["a", "b", "write_file"]),
+            "status": rng.choice(["success", "error", "denied"]),
+            "metadata": {"intent": {"operation_type": op}, "tool_variant": f"call_tool_{rng.choice(kinds)}"},
+            "pad": "x" * rng.choice([0, 10, 500, 5000, reader.BLOCK + 7]),
+        }
+        text = json.dumps(record, separators=(",", ":") if i % 2 else (", ", ": "))
+        lines.append(text.encode())
+        if rng.random() < 0.05:
+            lines.append(rng.choice([b"not json", b"[1, 2]", b'{"nan": NaN, "destructive"', b"", b"   "]))
+    path.write_bytes(b"\n".join(lines) + b'\n{"torn": "destructive"')
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_searching_blocks_for_the_needle_finds_what_reading_every_line_finds(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "activity.jsonl"
+    random_log(path, rng, 120)
+    random_log(tmp_path / "activity.jsonl.1", rng, 40)
+    for needle in (None, b'destructive"', b'"write_file"', b'"gh"', b"absent", b"x" * 100):
+        assert list(records_newest_first(path, needle)) == naive_newest_first(path, needle), needle
+
+
+def test_a_line_longer_than_many_blocks_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    huge = {"id": "big", "pad": "y" * (reader.BLOCK * 3 + 5), "metadata": {"intent": {"operation_type": "write"}}}
+    small = {"id": "small", "metadata": {"intent": {"operation_type": "write"}}}
+    path.write_text(json.dumps(small) + "\n" + json.dumps(huge) + "\n" + json.dumps(small) + "\n", encoding="utf-8")
+    assert [r["id"] for r in records_newest_first(path)] == ["small", "big", "small"]
+    assert [r["id"] for r in records_newest_first(path, b'write"')] == ["small", "big", "small"]
+
+
+def test_what_the_fast_parser_refuses_is_read_as_before_but_never_passed_on_raw() -> None:
+    assert parse_entry(b'{"a": 1}') == ({"a": 1}, b'{"a": 1}')
+    assert parse_entry(b'{"a": NaN, "b": Infinity}') == ({"a": None, "b": None}, None)
+    big = 2**70
+    assert parse_entry(b'{"n": %d}' % big) == ({"n": big}, None)
+    assert parse_entry(b'{"s": "\\ud800"}') == ({"s": "\ud800"}, None)
+    assert parse_entry(b"[1]") == (None, None)
+    assert parse_entry(b"\xff{}") == (None, None)
+    assert parse_entry(b"[" * 100000) == (None, None), "absurd nesting is damage, not a crash"
+
+
+def test_only_an_untouched_record_keeps_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    started = {"id": "S1", "type": "tool_call_started", "status": "started", "metadata": {"tool_variant": "x"}}
+    done = {"id": "D1", "type": "tool_call", "status": "success", "started_id": "S0"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in (started, done)), encoding="utf-8")
+    entries = list(matching_entries_newest_first(path, RecordFilter()))
+    assert [(r["id"], line is not None) for r, line in entries] == [("D1", True), ("S1", False)]
+    assert entries[1][0]["outcome"] == "unknown"
+    assert [r for r, _ in entries] == list(matching_newest_first(path, RecordFilter()))
+
+
+def test_activity_list_json_holds_the_same_records_as_before(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "activity.jsonl"
+    random_log(path, random.Random(7), 60)
+    flt = RecordFilter(intent_type="destructive")
+    expected = list(matching_newest_first(path, flt))
+    env = {**os.environ, "MCPHOST_DATA_DIR": str(tmp_path), "MCPHOST_CONFIG": str(tmp_path / "c.toml")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcphost",
+            "activity",
+            "list",
+            "--intent-type",
+            "destructive",
+            "--limit",
+            "0",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    assert json.loads(done.stdout) == expected
+    assert done.stdout.startswith(b"[\n{") and done.stdout.endswith(b"}\n]\n")
+
+
+# ---------------------------------------------------------------------------------------------- display
+
+
+def test_the_quick_safe_is_console_safe() -> None:
+    samples = ["plain", "tab\there", "x" * 60, "中文", "emoji 💥", "", "\u00a0nbsp", "soft\u00adhyphen"]
+    samples += [chr(c) for c in range(0x00, 0x250)] + [chr(c) for c in range(0x2000, 0x2070)] + ["\ufeff", "\u2028"]
+    for text in samples:
+        for limit in (None, 3, 48):
+            assert display.safe(text, limit) == console.safe(text, limit), repr(text)
+    for value in (None, 3, 2.5, ["a\x1b"], {"k": "v"}):
+        assert display.safe(value) == console.safe(value)
+
+
+def test_the_table_is_laid_out_as_console_columns_lays_it_out() -> None:
+    rows = [
+        ("2026-11-21 10:00:00", "📖 read", "fs:read_file", "success", "12ms", "allow by policy", "01A"),
+        ("2026-11-21 10:00:01", "[D] destructive", "中文:工具", "denied PERMISSION_DENIED", "", "", "01B"),
+        ("", "·· config_reload", "", "", "", "", ""),
+    ]
+    assert "\n".join(display.table_lines(rows)) == console.columns(display.TABLE_HEADERS, rows)
+    assert "\n".join(display.table_lines([])) == console.columns(display.TABLE_HEADERS, [])
+
+
+def exact_local_time(record: dict[str, Any]) -> str:
+    """local_time as it was before its cache: one conversion per record (a time the conversion would move past the
+    calendar's end is shown as written)."""
+    when = display.record_time(record)
+    if when is not None:
+        try:
+            return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        except OverflowError:
+            pass
+    return console.safe(record.get("timestamp", "?"), 23)
+
+
+@pytest.fixture
+def zones() -> Iterator[list[str]]:
+    before = os.environ.get("TZ")
+    yield ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe", "Asia/Kathmandu"]
+    if before is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = before
+    time.tzset()
+    display._local_hours.clear()
+
+
+def test_local_times_by_the_hour_are_the_times_one_by_one(zones: list[str]) -> None:
+    # Around the 2026 daylight saving changes of Europe, the US and Lord Howe (half an hour), and plain hours.
+    starts = [datetime(2026, 3, 29, 0, tzinfo=UTC), datetime(2026, 3, 8, 6, tzinfo=UTC)]
+    starts += [datetime(2026, 4, 4, 14, tzinfo=UTC), datetime(2026, 10, 3, 15, tzinfo=UTC)]
+    stamps = []
+    for start in starts:
+        for minutes in range(0, 240, 7):
+            when = start + timedelta(minutes=minutes, seconds=minutes % 60)
+            stamps.append(when.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+            stamps.append(when.isoformat())
+    stamps += ["2026-02-30T10:00:00Z", "2026-11-21T24:00:00Z", "2026-11-21T10:00:60Z", "2026-11-21", "garbled"]
+    stamps += ["2026-11-21T10:00:00+02:00", "2026-11-21T10:00:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]
+    for zone in zones:
+        os.environ["TZ"] = zone
+        time.tzset()
+        display._local_hours.clear()
+        for stamp in stamps:
+            record = {"timestamp": stamp}
+            assert display.local_time(record) == exact_local_time(record), (zone, stamp)
+
+
+def test_a_row_has_the_cells_the_functions_make(tmp_path: Path) -> None:
+    records: list[dict[str, Any]] = [
+        {
+            "id": "01X",
+            "timestamp": "2026-11-21T10:00:00.123Z",
+            "type": "tool_call",
+            "server": "fs",
+            "tool": "t" * 60,
+            "status": "success",
+            "duration_ms": 1234.5,
+            "metadata": {"intent": {"operation_type": "destructive"}},
+            "decision": {"by": "editor", "outcome": "allow", "wait_ms": 2300},
+        },
+        {"type": "config_reload", "details": {"summary": "x"}},
+        {"type": "tool_call_started", "status": "started", "outcome": "unknown", "error": {"code": "E\x1b"}},
+        {"type": "weird\x1b[2J", "decision": {"by": "somebody\x07"}},
+    ]
+    for record in records:
+        for plain in (False, True):
+            kind = display.intent_type(record) if display.is_call(record) else None
+            icon = display.icon(record, plain)
+            intent = f"{icon} {kind}" if kind else f"{icon} {console.safe(record.get('type'))}"
+            expected = (
+                display.local_time(record),
+                intent,
+                console.safe(display.target(record), 48),
+                display.status(record),
+                display.duration(record),
+                display.decision(record),
+                console.safe(record.get("id", "")),
+            )
+            assert display.row(record, plain) == expected
+
+
+# ---------------------------------------------------------------------------------------------- call -o json
+
+RESULTS: list[dict[str, Any]] = [
+    {"content": [{"type": "text", "text": "hi"}]},
+    {"content": [{"type": "text", "text": "hi"}], "isError": False, "structuredContent": {"a": None, "b": [1.5]}},
+    {"content": [], "isError": True, "resultType": "complete", "_meta": {"k": None}},
+    {"content": [{"type": "text", "text": "x", "_meta": {"m": 1}}], "structuredContent": None, "_meta": None},
+    {"resultType": "complete", "isError": False, "content": [{"text": "order", "type": "text"}]},
+    # Off the quick path, through the SDK's model:
+    {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]},
+    {"content": [{"type": "text", "text": "a", "annotations": {"priority": 0.5, "audience": ["user"]}}]},
+    {"content": [{"type": "resource", "resource": {"uri": "file:///x", "text": "t", "mimeType": "text/plain"}}]},
+    {"content": [{"type": "resource_link", "uri": "file:///y", "name": "y", "icons": [{"src": "data:,"}]}]},
+    {"content": [{"type": "text", "text": "x", "unknown": 1}], "extra": True},
+    {"content": [], "isError": 1},
+]
+
+
+@pytest.mark.parametrize("result", RESULTS)
+def test_a_daemons_result_is_printed_as_the_sdk_model_dumps_it(result: dict[str, Any]) -> None:
+    import mcp_types
+
+    expected = mcp_types.CallToolResult.model_validate(result).model_dump(mode="json", by_alias=True, exclude_none=True)
+    dumped = as_dumped(result)
+    assert dumped == expected
+    assert json.dumps(dumped) == json.dumps(expected), "the same keys in the same order"
+
+
+def test_what_is_not_a_tool_result_is_said_so() -> None:
+    with pytest.raises(ValueError):
+        as_dumped({"isError": False})
+
+
+# ---------------------------------------------------------------------------------------------- all cores
+
+
+def history(path: Path, rng: random.Random, count: int) -> datetime:
+    """Calls over ten days, in time order: some writes start, and their outcome (naming the start) follows a few
+    records later, or never comes. Returns the time of the last record."""
+    now = datetime.now(UTC)
+    first = now - timedelta(days=10)
+    lines: list[str] = []
+    pending: list[tuple[int, str]] = []
+    for i in range(count):
+        when = (first + timedelta(days=10) * i / count).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        op = rng.choice(["read", "write", "destructive"])
+        record: dict[str, Any] = {
+            "id": f"R{i:06d}",
+            "timestamp": when,
+            "type": "tool_call",
+            "server": "s",
+            "tool": rng.choice(["a", "b"]),
+            "status": "success",
+            "metadata": {"intent": {"operation_type": op}, "tool_variant": f"call_tool_{op}"},
+            "pad": "p" * rng.randrange(0, 3000),
+        }
+        due = [p for p in pending if p[0] <= i]
+        if due:
+            pending.remove(due[0])
+            record["started_id"] = due[0][1]
+        elif op != "read" and rng.random() < 0.3:
+            record.update(type="tool_call_started", status="started")
+            if rng.random() < 0.8:
+                pending.append((i + rng.randrange(1, 40), record["id"]))
+        lines.append(json.dumps(record))
+    cut = len(lines) // 3
+    (path.parent / (path.name + ".1")).write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines[cut:]) + "\n", encoding="utf-8")
+    return now
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4])
+def test_reading_on_all_cores_gives_what_one_process_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    from mcphost.activity.query import parse_filter
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    now = history(path, random.Random(workers), 1500)
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: workers)
+    rendered_here: list[str] = []  # a helper's list is its own: this one holds this process's renders only
+
+    def render(record: dict[str, Any], line: bytes | None) -> tuple[dict[str, Any], bytes | None]:
+        rendered_here.append(record["id"])
+        return record, line
+
+    for params in ({}, {"intent_type": "destructive"}, {"status": "started"}, {"since": "3d"}, {"tool": "a"}):
+        flt = parse_filter(params, now)
+        expected = list(matching_entries_newest_first(path, flt))
+        rendered_here.clear()
+        assert list(scan.rendered_newest_first(path, flt, render)) == expected, params
+        if not params:
+            assert 0 < len(rendered_here) < len(expected) / (workers - 1), "the older parts were read by helpers"
+
+
+def test_a_helper_that_fails_leaves_its_part_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    history(path, random.Random(5), 800)
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: 3)
+    parent = os.getpid()
+
+    def render(record: dict[str, Any], line: bytes | None) -> str:
+        if os.getpid() != parent:
+            raise RuntimeError("a helper that breaks")
+        return str(record["id"])
+
+    expected = [str(r["id"]) for r, _ in matching_entries_newest_first(path, RecordFilter())]
+    assert list(scan.rendered_newest_first(path, RecordFilter(), render)) == expected
+
+
+def test_a_reader_that_stops_early_leaves_no_helper_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    history(path, random.Random(6), 800)
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: 4)
+    started: list[scan.Helper] = []
+    real_start = scan.Helper.start
+
+    def start(*args: Any) -> scan.Helper:
+        helper = real_start(*args)
+        started.append(helper)
+        return helper
+
+    monkeypatch.setattr(scan.Helper, "start", start)
+    reading = scan.rendered_newest_first(path, RecordFilter(), lambda record, _line: record["id"])
+    assert next(reading)
+    reading.close()
+    assert len(started) == 3 and all(h.pid == 0 and h.fd is None for h in started)
