@@ -12,10 +12,10 @@ from mcphost.paths import data_dir
 
 
 def default_config() -> Config:
-    # The todo module carries a whole MCP server (starlette, jwt): imported only when there is no config file.
-    from mcphost.demo import todo
+    # Only when there is no config file: the token needs the todo server's signing secret (made on first use).
+    from mcphost.demo.tokens import LOCAL_USER_ID, mint_token
 
     # Stdio servers inherit only a safe few variables, so the data dir (where the todo server keeps its
     # database and signing secret) is handed over explicitly.
-    env = {"TODO_TOKEN": todo.mint_token(todo.LOCAL_USER_ID), "MCPHOST_DATA_DIR": str(data_dir())}
+    env = {"TODO_TOKEN": mint_token(LOCAL_USER_ID), "MCPHOST_DATA_DIR": str(data_dir())}
     return Config(servers={"todo": ServerConfig(command=sys.executable, args=["-m", "mcphost.demo.todo"], env=env)})
