@@ -84,7 +84,7 @@ write = "allow"
 destructive = "allow"
 
 [log]
-fsync = true
+fsync = {fsync}
 
 [servers.probe]
 command = {python}
@@ -365,8 +365,10 @@ class Sandbox:
     def activity_log(self) -> Path:
         return self.data / "activity.jsonl"
 
-    def prepare(self) -> None:
-        text = CONFIG.format(python=json.dumps(sys.executable), probe=json.dumps(str(PROBE)))
+    def prepare(self, fsync: bool = True) -> None:
+        text = CONFIG.format(
+            python=json.dumps(sys.executable), probe=json.dumps(str(PROBE)), fsync="true" if fsync else "false"
+        )
         self.config.write_text(text, encoding="utf-8")
         # mcphost refuses a runtime dir that other users could write in.
         self.runtime.mkdir(mode=0o700)
@@ -922,7 +924,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     host = machine()
     with tempfile.TemporaryDirectory(prefix="mcphost-bench-paths-") as tmp:
         box = Sandbox(Path(tmp))
-        box.prepare()
+        box.prepare(opts.fsync)
         with deadline(opts.timeout):
             with ExitStack() as stack:
                 urls, versions, unavailable = start_servers(opts.paths, box, stack)
@@ -951,7 +953,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "rounds": opts.rounds,
             "warmup": opts.warmup,
             "policy": "read = allow",
-            "activity_log": "on, fsync = true",
+            "activity_log": f"on, fsync = {'true' if opts.fsync else 'false'}",
             "sdk": opts.sdk,
         },
         "activity_log_tool_calls": logged,
@@ -1010,7 +1012,7 @@ def render(report: dict[str, Any]) -> str:
         f"load average {m['load_average_1m']:.2f} at start",
         'read call read_notes {"text": "x"} to tests/servers/probe.py; plain JSON-RPC client (stdlib), one session per '
         "path",
-        f"through mcphost: call_tool_read, policy allow, activity log on with fsync "
+        f"through mcphost: call_tool_read, policy allow, activity log on, {s['activity_log'].split(', ')[1]} "
         f"({report['activity_log_tool_calls']} tool_call records, one per call made: checked)",
         f"{s['calls_per_round']} sequential calls per path per round, {s['rounds']} rounds (order rotated), after "
         f"{s['warmup']} warm-up calls; p50/p95: the median over the rounds of each round's p50/p95",
@@ -1058,6 +1060,12 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="fewer calls and rounds: a smoke run of ~20 s")
     parser.add_argument("--sdk", action="store_true", help="also time the paths with the MCP SDK client")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    parser.add_argument(
+        "--no-fsync",
+        dest="fsync",
+        action="store_false",
+        help="[log] fsync = false: what the durable record costs each call (the targets are measured with it on)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     opts = parser.parse_args(argv)
     quick = opts.quick
