@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.bench_activity_log import NEEDLE, Pair, filesystem_of, generate_log, time_pair
 from bench.bench_paths import Sandbox, mcphost_command, start_daemon
-from bench.common import BenchFailure, emit, failed, machine
+from bench.common import BenchFailure, machine, run_bench
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -290,13 +290,7 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse_cli(argv)
-    try:
-        report = run(opts)
-    except BenchFailure as exc:
-        return failed("bench_cli", exc)
-    emit(report, opts.json, render)
-    return 0
+    return run_bench("bench_cli", argv, parse_cli, run, render)
 
 
 if __name__ == "__main__":

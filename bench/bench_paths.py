@@ -45,7 +45,7 @@ from types import FrameType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from bench.common import BenchFailure, emit, failed, machine, percentile
+from bench.common import BenchFailure, machine, percentile, run_bench
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "servers" / "probe.py"
@@ -1084,13 +1084,7 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse_cli(argv)
-    try:
-        report = run(opts)
-    except BenchFailure as exc:
-        return failed("bench_paths", exc)
-    emit(report, opts.json, render)
-    return 0
+    return run_bench("bench_paths", argv, parse_cli, run, render)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import BenchFailure, emit, failed, machine
+from bench.common import BenchFailure, machine, run_bench
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import Annotations, OperationType, ToolVariant, raw_intent, validate_call
@@ -179,13 +179,7 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse_cli(argv)
-    try:
-        report = run(opts)
-    except BenchFailure as exc:
-        return failed("bench_validation", exc)
-    emit(report, opts.json, render)
-    return 0
+    return run_bench("bench_validation", argv, parse_cli, run, render)
 
 
 if __name__ == "__main__":

@@ -42,3 +42,20 @@ def emit(report: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]
         print(json.dumps(report, indent=2))
     else:
         sys.stdout.write(render(report))
+
+
+def run_bench(
+    name: str,
+    argv: list[str] | None,
+    parse: Callable[[list[str] | None], Any],
+    run: Callable[[Any], dict[str, Any]],
+    render: Callable[[dict[str, Any]], str],
+) -> int:
+    """A benchmark's `main`: parse, run, print; exit 1 only when the path under test is broken."""
+    opts = parse(argv)
+    try:
+        report = run(opts)
+    except BenchFailure as exc:
+        return failed(name, exc)
+    emit(report, opts.json, render)
+    return 0

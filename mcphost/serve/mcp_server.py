@@ -242,19 +242,10 @@ class DirectCalls:
         return False
 
     def _call(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
-        request_id, params = message.get("id"), message.get("params")
-        if not self._opened or not _valid_request_id(request_id) or not isinstance(params, dict):
+        call = shortcut_call(message) if self._opened else None
+        if call is None:
             return False
-        name, arguments = params.get("name"), params.get("arguments")
-        if arguments is None:
-            arguments = {}
-        meta = params.get("_meta")
-        if (
-            not isinstance(name, str)
-            or not isinstance(arguments, dict)
-            or (isinstance(meta, dict) and _MODERN_META in meta)
-        ):
-            return False  # what is malformed the SDK answers, with the error it names
+        request_id, name, arguments = call
         key = _id_key(request_id)
         if key in self._running:
             return False
