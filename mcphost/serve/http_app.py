@@ -165,6 +165,8 @@ class CallShortcut:
                 await self.app(scope, replay, send)
             return
         transport = self.manager._server_instances.get(session)
+        if transport is None:
+            self.calls.closed(session)  # ended without a DELETE (it idled out): forget its client too
         if message is None or transport is None or transport.is_terminated or not self.calls.knows(session):
             await self.app(scope, replay, send)
             return
