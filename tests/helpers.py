@@ -102,6 +102,13 @@ async def agent(
         yield client
 
 
+def slow_read(started: Path, gate: Path) -> dict[str, Any]:
+    """call_tool_read's arguments for the probe's `slow` tool: it touches `started`, then answers once `gate`
+    exists."""
+    args = {"started": str(started), "gate": str(gate)}
+    return {"name": "probe:slow", "args": args, "intent": {"operation_type": "read"}}
+
+
 def text_of(result: Any) -> str:
     return "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
 

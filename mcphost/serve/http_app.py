@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
 from mcphost.serve.mcp_server import HttpCalls, shortcut_call
-from mcphost.serve.stdio import PARSER_DEPTH, dump_line
+from mcphost.serve.stdio import dump_line, shortcut_message
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
@@ -157,7 +156,7 @@ class CallShortcut:
             return
         body = await _body(receive)
         replay = _replaying(body, receive)
-        message = _parsed(body)
+        message = shortcut_message(body)
         if session is None:
             if message is not None and message.get("method") == "initialize":
                 await self.app(scope, replay, self._opening(send, message))
@@ -252,17 +251,6 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-def _parsed(body: bytes) -> dict[str, Any] | None:
-    # As on stdio: only what the SDK's parser would read too (it refuses deeper nesting with an error of its own).
-    if body.count(b"[") + body.count(b"{") >= PARSER_DEPTH:
-        return None
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return message if isinstance(message, dict) else None
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
-from mcphost.serve.stdio import Send, dump_line
+from mcphost.serve.stdio import Send, dump_line, id_key, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class DirectCalls:
         elif method == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict):
-                scope = self._running.get(_id_key(params.get("requestId")))
+                scope = self._running.get(id_key(params.get("requestId")))
                 if scope is not None:
                     scope.cancel()
         return False
@@ -246,7 +246,7 @@ class DirectCalls:
         if call is None:
             return False
         request_id, name, arguments = call
-        key = _id_key(request_id)
+        key = id_key(request_id)
         if key in self._running:
             return False
 
@@ -276,15 +276,6 @@ class DirectCalls:
 
 
 _MODERN_META = PROTOCOL_VERSION_META_KEY
-
-
-def _valid_request_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _id_key(value: Any) -> str:
-    # "7" and 7 are one id to the SDK's dispatcher; they are one here too.
-    return str(value)
 
 
 async def ask_client(
@@ -331,7 +322,7 @@ def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | 
     What is malformed the SDK answers, with the error it names; 2026-era requests (their protocol version in
     `_meta`) are the SDK's too."""
     request_id, params = message.get("id"), message.get("params")
-    if not _valid_request_id(request_id) or not isinstance(params, dict):
+    if not valid_id(request_id) or not isinstance(params, dict):
         return None
     name, arguments = params.get("name"), params.get("arguments")
     if arguments is None:
@@ -379,7 +370,7 @@ class HttpCalls:
     def cancel(self, transport_id: str, message: dict[str, Any]) -> None:
         params = message.get("params")
         if isinstance(params, dict):
-            scope = self._running.get((transport_id, _id_key(params.get("requestId"))))
+            scope = self._running.get((transport_id, id_key(params.get("requestId"))))
             if scope is not None:
                 scope.cancel()
 
@@ -401,7 +392,7 @@ class HttpCalls:
         ctx = CallContext(
             session_id=self._sessions.name_of(transport_id), client=client, elicit=ask if elicits else None
         )
-        key = (transport_id, _id_key(request_id))
+        key = (transport_id, id_key(request_id))
         with anyio.CancelScope() as scope:
             self._running[key] = scope
             try:

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from mcphost import discovery
 from mcphost.pipes import MAX_LINE
-from mcphost.serve.stdio import serve_stdio
+from mcphost.serve.stdio import id_key, serve_stdio, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +80,6 @@ class _Lost(Exception):
         self.gone = gone
 
 
-def _key(request_id: Any) -> str:
-    # "7" and 7 are one id to the SDK's dispatcher; they must be one here too.
-    return str(request_id)
-
-
 @dataclass
 class _Relay:
     """The agent's side of the session, which outlives any one backend: what waits to be sent, what is in flight,
@@ -119,14 +114,13 @@ class _Relay:
         JSON and is not validated here (the daemon does that); anything else is validated as the SDK would, and
         what is not valid goes on to stdio's own answers."""
         method, request_id = line.get("method"), line.get("id")
-        valid_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
-        if "id" in line and not valid_id:
+        if "id" in line and not valid_id(request_id):
             return False  # stdio answers it (a notification model would take it and drop the id)
-        if method == "tools/call" and valid_id:
+        if method == "tools/call" and "id" in line:
             message: Message = types.JSONRPCRequest.model_construct(
                 jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
             )
-            self.raw[_key(request_id)] = orjson.dumps(line) + b"\n"
+            self.raw[id_key(request_id)] = orjson.dumps(line) + b"\n"
         else:
             try:
                 message = types.jsonrpc_message_adapter.validate_python(line, by_name=False)
@@ -141,7 +135,7 @@ class _Relay:
                 self.initialized = message
             elif message.method == "notifications/cancelled":
                 # The agent waits no more: nor does the relay (a cancelled request may never be answered).
-                key = _key((message.params or {}).get("requestId"))
+                key = id_key((message.params or {}).get("requestId"))
                 self.in_flight.pop(key, None)
                 self.raw.pop(key, None)
         self.queue.append(message)
@@ -157,13 +151,13 @@ class _Relay:
             await self._arrived.wait()
         message = self.queue.popleft()
         if isinstance(message, types.JSONRPCRequest) and not _is_private(message.id):
-            self.in_flight[_key(message.id)] = message
+            self.in_flight[id_key(message.id)] = message
         return message
 
     def requeue(self, message: Message) -> None:
         """Back to the front of the queue: it never reached the backend that took it."""
         if isinstance(message, types.JSONRPCRequest):
-            self.in_flight.pop(_key(message.id), None)
+            self.in_flight.pop(id_key(message.id), None)
         self.queue.appendleft(message)
         self._arrived.set()
 
@@ -175,7 +169,7 @@ class _Relay:
     async def deliver(self, message: Message) -> None:
         """A message from the backend: the answer to a replayed handshake stays here, everything else goes on."""
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            key = _key(message.id)
+            key = id_key(message.id)
             if key in self._private:
                 self._private[key].append(message)
                 self._private_done[key].set()
@@ -197,9 +191,9 @@ class _Relay:
             return False
         if not isinstance(message, dict) or "method" in message:
             return False
-        key = _key(message.get("id"))
+        key = id_key(message.get("id"))
         request = self.in_flight.get(key)
-        if request is None or request.method != "tools/call" or not isinstance(message.get("id"), str | int):
+        if request is None or request.method != "tools/call" or not valid_id(message.get("id")):
             return False
         del self.in_flight[key]
         self.raw.pop(key, None)
@@ -210,7 +204,7 @@ class _Relay:
         return True
 
     async def answer(self, request_id: Any, code: int, message: str) -> None:
-        self.in_flight.pop(_key(request_id), None)
+        self.in_flight.pop(id_key(request_id), None)
         error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
         await self.deliver(error)
 
@@ -228,8 +222,8 @@ class _Relay:
         return request.model_copy(update={"id": key}), self._private_done[key], self._private[key]
 
     def forget(self, request_id: Any) -> None:
-        self._private.pop(_key(request_id), None)
-        self._private_done.pop(_key(request_id), None)
+        self._private.pop(id_key(request_id), None)
+        self._private_done.pop(id_key(request_id), None)
 
 
 def _is_private(request_id: Any) -> bool:
@@ -300,7 +294,7 @@ class _DaemonBackend:
 
     async def _write(self, writer: asyncio.StreamWriter, message: Message) -> bool:
         """Whether `message` went to the daemon; a refused write loses the daemon."""
-        line = self.relay.raw.get(_key(message.id)) if isinstance(message, types.JSONRPCRequest) else None
+        line = self.relay.raw.get(id_key(message.id)) if isinstance(message, types.JSONRPCRequest) else None
         writer.write(line or message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
         try:
             await writer.drain()

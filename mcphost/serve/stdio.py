@@ -54,6 +54,29 @@ class Shortcut(Protocol):
 ShortcutFactory = Callable[[Send], Shortcut]
 
 
+def shortcut_message(data: bytes) -> dict[str, Any] | None:
+    """`data` parsed for a shortcut, if it is a JSON object the SDK's parser would read too: deeper nesting gets the
+    SDK's answer (-32602), whatever orjson would make of it (brackets in strings count too, which only ever sends a
+    message the long way); what orjson refuses (lone surrogates, say) gets the SDK's answer as well."""
+    if data.count(b"[") + data.count(b"{") >= PARSER_DEPTH:
+        return None
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def valid_id(value: Any) -> bool:
+    """Whether `value` can be a JSON-RPC request id: a string or an integer."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def id_key(value: Any) -> str:
+    """One key for an id however it was written: "7" and 7 are one id to the SDK's dispatcher."""
+    return str(value)
+
+
 def dump_line(value: Any) -> bytes:
     """`value` as one line of JSON, UTF-8; what orjson refuses (integers past 64 bits, lone surrogates) goes through
     Python's encoder, escaped to ASCII."""
@@ -155,20 +178,13 @@ async def session_streams(
                 line, too_long = read
                 if not line.strip():
                     continue
-                # Only what the SDK's parser would read too: deeper nesting gets the SDK's answer (-32602), whatever
-                # orjson would make of it (brackets in strings count too, which only ever sends a line the long way).
-                if taker is not None and not too_long and line.count(b"[") + line.count(b"{") < PARSER_DEPTH:
-                    try:
-                        message = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        message = None
-                    if isinstance(message, dict):
-                        taken = taker.take(message)
-                        if taken is True:
-                            continue
-                        if taken is not False:
-                            tg.start_soon(taken)
-                            continue
+                if taker is not None and not too_long and (message := shortcut_message(line)) is not None:
+                    taken = taker.take(message)
+                    if taken is True:
+                        continue
+                    if taken is not False:
+                        tg.start_soon(taken)
+                        continue
                 parsed = parse_line(line, too_long)
                 if isinstance(parsed, SessionMessage):
                     await to_server.send(parsed)
@@ -257,7 +273,7 @@ def rejection(line: bytes, exc: ValidationError | None, *, too_long: bool = Fals
         logger.warning("unreadable notification from the agent, dropped: %s", _describe(exc) if exc else "too long")
         return None
     request_id = members.get("id")
-    if not _valid_id(request_id):
+    if not valid_id(request_id):
         request_id = None
     if too_long:
         code, message = INVALID_REQUEST, f"Invalid request: the message is longer than {MAX_LINE} bytes"
@@ -270,7 +286,7 @@ def rejection(line: bytes, exc: ValidationError | None, *, too_long: bool = Fals
 
 def _bad_id(line: bytes) -> bytes | None:
     members = top_level_members(line.decode("utf-8", "replace"))
-    if "id" not in members or _valid_id(members["id"]):
+    if "id" not in members or valid_id(members["id"]):
         return None
     message = "Invalid request: the id must be a string or a number"
     logger.warning("answered a request from the agent with an unusable id: %r", members["id"])
@@ -326,10 +342,6 @@ def _shape_error(errors: list[Any]) -> tuple[int, str]:
 
 def _describe(exc: ValidationError) -> str:
     return "; ".join(str(e["msg"]) for e in exc.errors(include_url=False)[:3])
-
-
-def _valid_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _error_line(request_id: Any, code: int, message: str) -> bytes:

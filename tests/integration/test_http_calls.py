@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import httpx2
 
-from tests.helpers import Sandbox, daemon, http_agent, poll, text_of
+from tests.helpers import Sandbox, daemon, http_agent, poll, slow_read, text_of
 
 INIT = {
     "jsonrpc": "2.0",
@@ -78,11 +78,7 @@ async def test_an_ended_session_is_not_served_by_the_shortcut(sandbox: Sandbox) 
 async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(sandbox: Sandbox, tmp_path: Path) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
-    slow = {
-        "name": "probe:slow",
-        "args": {"started": str(started), "gate": str(gate)},
-        "intent": {"operation_type": "read"},
-    }
+    slow = slow_read(started, gate)
     async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
         plain = Plain(http, d.url, d.headers)
         await plain.open()

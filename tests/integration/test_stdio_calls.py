@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.helpers import Sandbox, agent, error_of, poll, raw_agent, text_of
+from tests.helpers import Sandbox, agent, error_of, poll, raw_agent, slow_read, text_of
 
 LENIENT = '[permissions]\nread = "allow"\nwrite = "ask"\nno_editor = "elicit"\n\n'
 READ = {"name": "probe:read_notes", "args": {"text": "hi"}, "intent": {"operation_type": "read"}}
@@ -67,11 +67,7 @@ async def test_a_call_cancelled_by_the_agent_gets_no_answer_and_is_recorded_as_c
 ) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
-    slow = {
-        "name": "probe:slow",
-        "args": {"started": str(started), "gate": str(gate)},
-        "intent": {"operation_type": "read"},
-    }
+    slow = slow_read(started, gate)
     async with raw_agent(sandbox, "--in-process") as raw:
         await raw.initialize()
         await raw.send_line(call_line("slow-1", "call_tool_read", slow))
