@@ -77,7 +77,7 @@ def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
         Command("mcphost --version", [*mcphost, "--version"], None, version),
         Command("mcphost status", [*mcphost, "status"], READ_BOUND_MS, status),
         Command("mcphost grants list", [*mcphost, "grants", "list"], READ_BOUND_MS, lambda out, err: None),
-        Command("mcphost config show", [*mcphost, "config", "show"], READ_BOUND_MS, config),
+        Command("mcphost config show -o json", [*mcphost, "config", "show", "-o", "json"], READ_BOUND_MS, config),
         Command("mcphost log tail -n 20", [*mcphost, "log", "tail", "-n", "20"], READ_BOUND_MS, _lines(20, "log tail")),
         # A header and the newest 50.
         Command("mcphost activity list", [*mcphost, "activity", "list"], READ_BOUND_MS, _lines(51, "activity list")),

@@ -74,6 +74,8 @@ def paint(text: str, style: Style, *codes: str) -> str:
 
 def cell_width(text: str) -> int:
     """Columns `text` takes in a terminal: wide characters (the intent emoji, CJK) take two, combining marks none."""
+    if text.isascii():
+        return len(text)
     width = 0
     for ch in text:
         if unicodedata.combining(ch):
@@ -82,11 +84,184 @@ def cell_width(text: str) -> int:
     return width
 
 
-def columns(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: str = "  ") -> str:
-    """A table whose columns line up on screen, by cell width rather than by character count."""
-    widths = [max([cell_width(h)] + [cell_width(row[i]) for row in rows]) for i, h in enumerate(headers)]
+def terminal_width(stream: TextIO | None = None) -> int | None:
+    """How wide a table may be: $COLUMNS when set, else the terminal's width; None for a pipe or a file, whose
+    reader (grep, a script) wants every cell whole."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    target = stream or sys.stdout
+    try:
+        if target.isatty():
+            return os.get_terminal_size(target.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        pass
+    return None
 
-    def line(cells: Sequence[str]) -> str:
-        return gap.join(cell + " " * (widths[i] - cell_width(cell)) for i, cell in enumerate(cells)).rstrip()
 
-    return "\n".join([line(headers), *(line(row) for row in rows)])
+# The most room a cut at a word boundary may leave unused; past it, the word is cut instead.
+WORD_SLACK = 12
+
+
+def cut(text: str, width: int, ascii_only: bool = False) -> str:
+    """`text` in at most `width` columns: whole when it fits, else cut after its last whole word (mid-word only
+    when that would waste much of the room: a long word, such as a tool name), marked with an ellipsis."""
+    if cell_width(text) <= width:
+        return text
+    mark = "..." if ascii_only else "…"
+    room = width - len(mark)
+    if room <= 0:
+        return mark[: max(width, 0)]
+    used = end = 0
+    for ch in text:
+        step = 0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+        if used + step > room:
+            break
+        used += step
+        end += 1
+    head = text[:end]
+    if not text[end].isspace():
+        boundary = head.rfind(" ")
+        if boundary >= max(room // 2, room - WORD_SLACK):
+            head = head[:boundary]
+    return head.rstrip(" ,;:-") + mark
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    header: str
+    flex: bool = False  # may be cut (at a word boundary) when the table is wider than the terminal
+    limit: int | None = None  # never wider than this, whatever the room
+    floor: int = 0  # a flexible column is never cut narrower than this (nor than its header)
+    optional: bool = False  # left out when empty, or when the table cannot fit the terminal otherwise (last first)
+    right: bool = False  # aligned right (counts, scores)
+
+
+class Table:
+    """The one table layout of every listing (`log tail`, `activity list`, `tools`, `grants list`, `status`).
+
+    Cells are escaped here (they hold agents' and upstream servers' text), measured by what they take on screen
+    (wide characters count two), and laid out column by column, so a listing of a million rows costs a few passes
+    over its columns. With a `width` (the terminal's), flexible columns give up room, widest first, and their
+    cells are cut at word boundaries, and if that is not enough, optional columns are left out; without one (a
+    pipe), nothing is cut but a column's own `limit`.
+    """
+
+    def __init__(
+        self, columns: Sequence[Column], *, width: int | None = None, ascii_only: bool = False, gap: str = "  "
+    ) -> None:
+        self.columns = tuple(columns)
+        self.width = width
+        self.ascii_only = ascii_only
+        self.gap = gap
+        self.widths: list[int] = [cell_width(c.header) for c in self.columns]
+        self.shown: list[bool] = [True] * len(self.columns)
+        self._fixed: list[bool] = [False] * len(self.columns)  # cut to fit the terminal: stays that wide
+
+    def _clean(self, column: Sequence[str]) -> tuple[list[str], str]:
+        """The cells escaped (and made ASCII for an output that cannot take more), and all of them joined: one
+        pass over a long column answers whether any cell needs escaping, is wide, or holds anything at all."""
+        cells = list(column)
+        joined = "".join(cells)
+        if not joined.isprintable():
+            cells = [safe(cell) for cell in cells]
+            joined = "".join(cells)
+        if self.ascii_only and not joined.isascii():
+            cells = [cell.encode("ascii", "backslashreplace").decode("ascii") for cell in cells]
+            joined = "".join(cells)
+        return cells, joined
+
+    def _fit(self, natural: list[int], empty: list[bool]) -> tuple[list[int], list[bool]]:
+        """Each column's width, and whether it is shown at all."""
+        widths = [min(n, c.limit) if c.limit else n for n, c in zip(natural, self.columns, strict=True)]
+        shown = [not (c.optional and blank) for c, blank in zip(self.columns, empty, strict=True)]
+        room = self.width
+        if room is None:
+            return widths, shown
+        floors = [min(max(c.floor, cell_width(c.header)), w) for c, w in zip(self.columns, widths, strict=True)]
+
+        def over(kept: list[int]) -> int:
+            return sum(kept) + len(self.gap) * (len(kept) - 1) - room
+
+        for i in reversed(range(len(widths))):
+            at_floors = [
+                f if c.flex else w for f, w, c, s in zip(floors, widths, self.columns, shown, strict=True) if s
+            ]
+            if over(at_floors) <= 0:
+                break
+            if self.columns[i].optional:
+                shown[i] = False
+        excess = over([w for w, s in zip(widths, shown, strict=True) if s])
+        while excess > 0:
+            shrinkable = [i for i, c in enumerate(self.columns) if shown[i] and c.flex and widths[i] > floors[i]]
+            if not shrinkable:
+                break  # as narrow as it goes: the terminal wraps what is left over
+            widest = max(shrinkable, key=lambda i: widths[i])
+            widths[widest] -= 1
+            excess -= 1
+        return widths, shown
+
+    def lines(self, rows: Sequence[Sequence[str]], *, header: bool = True, at_least: Sequence[int] = ()) -> list[str]:
+        """The table's lines (the header first), its column widths settled by these rows (and `at_least`, the
+        widths to keep room for, for rows that follow with `line`)."""
+        table = [tuple(c.header for c in self.columns), *map(tuple, rows)]
+        laid: list[list[str]] = []
+        natural: list[int] = []
+        cleaned: list[list[str]] = []
+        plain: list[bool] = []
+        empty: list[bool] = []
+        for i, column in enumerate(zip(*table, strict=True)):
+            cells, joined = self._clean(column)
+            ascii_cells = joined.isascii()
+            size = max(map(len, cells)) if ascii_cells else max(map(cell_width, set(cells)))
+            natural.append(max(size, at_least[i] if i < len(at_least) else 0))
+            cleaned.append(cells)
+            plain.append(ascii_cells)
+            empty.append(len(joined) == len(cells[0]) and not at_least)  # nothing under the header
+        widths, shown = self._fit(natural, empty)
+        self.widths, self.shown = widths, shown
+        self._fixed = [w < min(n, c.limit or n) for w, n, c in zip(widths, natural, self.columns, strict=True)]
+        last = max((i for i, s in enumerate(shown) if s), default=-1)
+        for i, (cells, size) in enumerate(zip(cleaned, widths, strict=True)):
+            if not shown[i]:
+                continue
+            if plain[i]:
+                if max(map(len, cells)) > size:
+                    cells = [cell if len(cell) <= size else cut(cell, size, self.ascii_only) for cell in cells]
+                if self.columns[i].right:
+                    laid.append([cell.rjust(size) for cell in cells])
+                else:
+                    laid.append(cells if i == last else [cell.ljust(size) for cell in cells])
+                continue
+            # Few distinct cells in most such columns (the intent column: an icon and a word): each is measured,
+            # cut and padded once.
+            shaped: dict[str, str] = {}
+            for cell in set(cells):
+                fitted = cut(cell, size, self.ascii_only)
+                pad = " " * (size - cell_width(fitted))
+                shaped[cell] = pad + fitted if self.columns[i].right else fitted if i == last else fitted + pad
+            laid.append([shaped[cell] for cell in cells])
+        if not laid:
+            return [""] * len(table) if header else [""] * (len(table) - 1)
+        lines = [line.rstrip() for line in map(self.gap.join, zip(*laid, strict=True))]
+        return lines if header else lines[1:]
+
+    def line(self, row: Sequence[str]) -> str:
+        """One more row under the table `lines` made (`log tail -f`): laid out to its widths. A cell wider than its
+        column widens it for the rows after, unless the column was cut to fit the terminal (then the cell is cut)."""
+        cells: list[str] = []
+        last = max((i for i, s in enumerate(self.shown) if s), default=-1)
+        for i, column in enumerate(self.columns):
+            if not self.shown[i]:
+                continue
+            cell = self._clean([row[i]])[0][0]
+            size = cell_width(cell)
+            if size > self.widths[i]:
+                room = self.widths[i] if self._fixed[i] else column.limit
+                if room is not None and size > room:
+                    cell = cut(cell, room, self.ascii_only)
+                    size = cell_width(cell)
+                self.widths[i] = max(self.widths[i], size)
+            pad = " " * (self.widths[i] - size)
+            cells.append(pad + cell if column.right else cell if i == last else cell + pad)
+        return self.gap.join(cells).rstrip()

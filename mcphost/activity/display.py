@@ -10,11 +10,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from itertools import repeat
 from typing import Any
 
 from mcphost.activity.query import intent_type, is_mapping, record_time
-from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, cell_width
+from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, Column, Table
 from mcphost.console import safe as _escape
 
 CALL_TYPES = ("tool_call", "tool_call_started")
@@ -128,14 +127,45 @@ def status(record: Mapping[str, Any]) -> str:
     return text
 
 
-def event_summary(record: Mapping[str, Any]) -> str:
+def event_summary(record: Mapping[str, Any], limit: int | None = 120) -> str:
+    """What a host event says: a config reload's changes, a rejected config's first error, why an upstream was
+    lost, how many tools one offered."""
     details = record.get("details")
     if not isinstance(details, Mapping):
         return ""
     for key in ("summary", "reason", "error"):
         if details.get(key):
-            return safe(details[key], 120)
+            return safe(details[key], limit)
+    errors = details.get("errors")
+    if isinstance(errors, list) and errors:
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        return safe(_config_issue(errors[0]), limit and max(limit - len(more), 1)) + more
+    if isinstance(details.get("tools"), int):
+        return f"{details['tools']} tools"
+    if record.get("type") == "annotations_changed":
+        return "annotations changed: remembered approvals for it no longer apply"
     return ""
+
+
+def _config_issue(issue: Any) -> str:
+    """One error of a `config_error` record: the key and what is wrong first (what a narrow column keeps), then
+    where."""
+    if not isinstance(issue, Mapping):
+        return str(issue)
+    key = f"{issue['path']}: " if issue.get("path") else ""
+    where = f" (line {issue['line']}, column {issue.get('column', 1)})" if isinstance(issue.get("line"), int) else ""
+    return f"{key}{issue.get('message', '')}{where}"
+
+
+def detail_cell(record: Mapping[str, Any]) -> str:
+    """The DETAIL column: who decided a call (else why it failed), or what a host event says."""
+    if not is_call(record):
+        return event_summary(record, None)
+    decided = decision(record)
+    if decided:
+        return decided
+    error = record.get("error")
+    return safe(error.get("message") or "") if is_mapping(error) else ""
 
 
 def line(record: Mapping[str, Any], ascii_only: bool = False) -> str:
@@ -149,11 +179,29 @@ def line(record: Mapping[str, Any], ascii_only: bool = False) -> str:
     return "  ".join(p for p in parts if p)
 
 
-TABLE_HEADERS = ("TIME", "INTENT", "TOOL", "STATUS", "DURATION", "DECISION", "ID")
+# The listing of `log tail` and `activity list`. The time, the duration and the id are never cut (an id is
+# for `activity show`); the rest give up room on a narrow terminal, and on one too narrow for them all the id,
+# then the duration, are left out (`--wide` shows them).
+TABLE_COLUMNS = (
+    Column("TIME"),
+    Column("INTENT", flex=True, floor=9),
+    Column("TOOL", flex=True, limit=48, floor=16),
+    Column("STATUS", flex=True, floor=10),
+    Column("DURATION", optional=True),
+    Column("DETAIL", flex=True, floor=16),
+    Column("ID", optional=True),
+)
+TABLE_HEADERS = tuple(c.header for c in TABLE_COLUMNS)
+# Room kept for the records `log tail -f` prints after the first ones: most fit without widening a column.
+FOLLOW_WIDTHS = (19, 14, 24, 9, 8, 24, 26)
 
 
-def table(records: Sequence[Mapping[str, Any]], ascii_only: bool = False) -> str:
-    return "\n".join(table_lines([row(record, ascii_only) for record in records]))
+def listing(ascii_only: bool = False, width: int | None = None) -> Table:
+    return Table(TABLE_COLUMNS, width=width, ascii_only=ascii_only)
+
+
+def table(records: Sequence[Mapping[str, Any]], ascii_only: bool = False, width: int | None = None) -> str:
+    return "\n".join(listing(ascii_only, width).lines([row(record, ascii_only) for record in records]))
 
 
 def row(record: Mapping[str, Any], ascii_only: bool = False) -> tuple[str, ...]:
@@ -163,36 +211,15 @@ def row(record: Mapping[str, Any], ascii_only: bool = False) -> tuple[str, ...]:
         intent = f"{(ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]} {kind}"
     else:
         intent = f"{ASCII_EVENT_ICON if ascii_only else EVENT_ICON} {safe(record.get('type'))}"
-    shown = target(record)
     return (
         local_time(record),
         intent,
-        shown if len(shown) <= 48 else safe(shown, 48),
+        target(record),
         status(record),
         duration(record),
-        decision(record),
+        detail_cell(record),
         safe(record.get("id", "")),
     )
-
-
-def table_lines(rows: Sequence[Sequence[str]], headers: Sequence[str] = TABLE_HEADERS) -> list[str]:
-    """The lines of `console.columns(headers, rows)`: the same text, made faster for long tables, column by column.
-    An ASCII cell's width is its length; any other cell is padded once per distinct cell (the intent column holds
-    a handful: icon and intent)."""
-    table = [tuple(headers), *map(tuple, rows)]
-    padded: list[list[str]] = []
-    for column in zip(*table, strict=True):
-        if "".join(column).isascii():
-            size = max(map(len, column))
-            padded.append(list(map(str.ljust, column, repeat(size, len(column)))))
-            continue
-        distinct = {cell: cell_width(cell) for cell in set(column)}
-        size = max(distinct.values())
-        pad = {cell: cell + " " * (size - width) for cell, width in distinct.items()}
-        padded.append(list(map(pad.__getitem__, column)))
-    if not padded:
-        return [""] * len(table)
-    return list(map(str.rstrip, map("  ".join, zip(*padded, strict=True))))
 
 
 def detail(record: Mapping[str, Any], ascii_only: bool = False) -> str:

@@ -36,6 +36,9 @@ _SCOPE_WORDS = {
 _ALLOW_ONCE_WORDS = {"y", "yes", "allow"}
 _DENY_WORDS = {"d", "deny", "n", "no"}
 _SHORT_SCOPE = {Remember.ONCE: "this call", Remember.SESSION: "this agent session", Remember.ALWAYS: "good"}
+# The client name `mcphost call` gives itself (mcphost.cli.daemon_client.CALL_CLIENT; a test keeps them equal).
+ONE_SHOT_CLIENT = "mcphost call"
+ONE_SHOT_NOTE = "no [s]ession: a one-shot `mcphost call` is its own session, so a session grant would end with it"
 
 
 # ---- what kind of prompt
@@ -44,6 +47,13 @@ _SHORT_SCOPE = {Remember.ONCE: "this call", Remember.SESSION: "this agent sessio
 def is_destructive(request: PermissionRequest) -> bool:
     """The variant is destructive, or the server's annotations make the tool destructive whatever the variant."""
     return request.operation == "destructive" or request.call_with == "call_tool_destructive"
+
+
+def one_shot(request: PermissionRequest) -> bool:
+    """The call came from `mcphost call`: its session is that one command, gone when it ends. (The name is the
+    client's own word; what it changes here only takes an option away.)"""
+    client = request.client or ""
+    return client == ONE_SHOT_CLIENT or client.startswith(ONE_SHOT_CLIENT + " ")
 
 
 def needs_typed_confirmation(request: PermissionRequest) -> bool:
@@ -110,6 +120,8 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
         text = f"{warn} {_text(warning, style, WIDTH * 2)}"
         lines.append(_field("warning", paint(text, style, YELLOW, BOLD)))
     lines.append(_field("expires", _expiry(request.expires_at, now)))
+    if one_shot(request) and Remember.SESSION in request.remember_options:
+        lines.append(_field("remember", paint(ONE_SHOT_NOTE, style, DIM)))
     if destructive:
         lines.append(paint(("=" if style.ascii_only else "━") * WIDTH, style, RED, BOLD))
     return "\n".join(lines)
@@ -156,6 +168,8 @@ def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | 
         scope = Remember.ONCE if first in _ALLOW_ONCE_WORDS else _SCOPE_WORDS.get(first)
     if scope is None:
         return f"Not understood: {_expected(request)}"
+    if scope is Remember.SESSION and one_shot(request) and Remember.SESSION in request.remember_options:
+        return f"A session grant would end with this one-shot `mcphost call`: {_expected(request)}"
     if scope not in options:
         return f"This call cannot be remembered as '{scope.value}' (allowed here: {offered}). {_expected(request)}"
     return PermissionResponse(decision=Answer.ALLOW, remember=scope)
@@ -199,8 +213,11 @@ def render_waiting(request: PermissionRequest, style: Style) -> str:
 
 
 def _options(request: PermissionRequest) -> list[Remember]:
-    # `once` is always there: an allow is at least that. The daemon lists what it accepts; nothing more is offered.
+    # `once` is always there: an allow is at least that. The daemon lists what it accepts; nothing more is offered,
+    # and `session` not for a session that ends with its one call.
     options = [r for r in (Remember.ONCE, Remember.SESSION, Remember.ALWAYS) if r in request.remember_options]
+    if one_shot(request):
+        options = [r for r in options if r is not Remember.SESSION]
     return options or [Remember.ONCE]
 
 

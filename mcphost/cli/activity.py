@@ -21,13 +21,13 @@ from mcphost.activity.query import (
     summarize,
 )
 from mcphost.activity.reader import records_newest_first
+from mcphost.cli.common import TABLE_FORMATS, add_listing_flags, table_width
 from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
 
 if TYPE_CHECKING:
     from mcphost.cli.scan import Render
 
 T = TypeVar("T")
-FORMATS = ("table", "json", "yaml")
 CHUNK_BYTES = 1 << 18
 COMPACT = (",", ":")  # `-o json` writes each record on one line, as the log does
 
@@ -40,7 +40,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
     ls.add_argument(
         "--limit", type=int, default=DEFAULT_LIMIT, metavar="N", help=f"most records (default {DEFAULT_LIMIT}, 0: all)"
     )
-    ls.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format")
+    add_listing_flags(ls, ("json", "yaml"))
     ls.set_defaults(func=run_list)
 
     show = actions.add_parser("show", parents=[parent], help="one record in full")
@@ -54,7 +54,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
     summary.add_argument(
         "--since", default="24h", metavar="TIME", help="window start: a time (RFC 3339) or age (default 24h)"
     )
-    summary.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format")
+    add_listing_flags(summary, ("json", "yaml"))
     summary.set_defaults(func=run_summary)
 
 
@@ -78,7 +78,7 @@ def run_list(args: argparse.Namespace) -> int:
         else:
             _write_json_text(matching_newest_first(path, flt), args.limit)
         return 0
-    if args.output != "table":
+    if args.output not in TABLE_FORMATS:
         _print(select(path, flt, args.limit or None).records, args.output)
         return 0
     # Rows, not records, are kept until the columns' widths are known: `--limit 0` over a big log holds a few
@@ -94,7 +94,7 @@ def run_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no matching activity", file=sys.stderr)
         return 0
-    _write_lines(display.table_lines(rows))
+    _write_lines(display.listing(plain, table_width(args)).lines(rows))
     if more:
         print(f"(newest {len(rows)} shown; --limit N for more, 0 for all)", file=sys.stderr)
     return 0
@@ -188,19 +188,24 @@ def run_summary(args: argparse.Namespace) -> int:
     gc.disable()  # as in run_list: plain dicts, no cycles
     summary = summarize(matching_newest_first(log_path(args), flt)).to_dict()
     summary["since"] = flt.since.isoformat() if flt.since else None
-    if args.output != "table":
+    if args.output not in TABLE_FORMATS:
         _print(summary, args.output)
         return 0
     print(f"{summary['total']} records since {console.safe(args.since)}", end="")
     print(f" ({summary['first']} .. {summary['last']})" if summary["total"] else "")
     plain = console.ascii_only()
     icons = console.ASCII_ICONS if plain else console.INTENT_ICONS
+    width = table_width(args)
     for title, key in (("intent", "by_intent"), ("status", "by_status"), ("server", "by_server"), ("type", "by_type")):
         counts: dict[str, int] = summary[key]
         if not counts:
             continue
-        print(f"\nby {title}")
-        for name, count in counts.items():
-            label = f"{icons[name]} {name}" if key == "by_intent" and name in icons else console.safe(name)
-            print(f"  {label:<24}{count:>8}")
+        rows = [
+            (f"{icons[name]} {name}" if key == "by_intent" and name in icons else name, str(count))
+            for name, count in counts.items()
+        ]
+        columns = (console.Column(f"BY {title.upper()}", flex=True, floor=12), console.Column("COUNT", right=True))
+        table = console.Table(columns, width=None if width is None else width - 2, ascii_only=plain)
+        print()
+        print("\n".join("  " + line for line in table.lines(rows)))
     return 0

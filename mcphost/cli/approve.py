@@ -11,12 +11,13 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcphost.approval.terminal import needs_typed_confirmation
 from mcphost.approval.terminal_approver import StdinLines, TerminalApprover
-from mcphost.cli.common import fail
-from mcphost.console import detect_style
+from mcphost.cli.common import config_in_force, fail
+from mcphost.console import detect_style, safe, safe_lines
 from mcphost.editor import protocol as p
 from mcphost.editor.client import NoDaemon, attached, pick_daemon
 
@@ -74,18 +75,69 @@ def _auto_script(answer: str) -> Script:
     return script
 
 
+class ConfigNotes:
+    """The daemon's config error, told to the person once when it appears (or changes), and once when it is fixed:
+    the daemon repeats it in every status it sends, and as diagnostics, which a terminal has no file to show on."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say = say
+        self._shown: str | None = None
+        self._started = False
+
+    def start(self, status: Any) -> None:
+        """From the status the daemon answered on attaching; notifications before it are older news."""
+        self._started = True
+        self._shown = _config_error(status)
+        if self._shown:
+            self._say(_config_error_text(self._shown))
+
+    def notification(self, method: str, params: Any) -> None:
+        if method != p.STATUS or not self._started:
+            return  # diagnostics: the same error, for editors; activity: not asked for
+        error = _config_error(params)
+        if error == self._shown:
+            return
+        if error:
+            self._say(_config_error_text(error))
+        else:
+            self._say("mcphost approve: the config error is fixed; the daemon runs on the saved file")
+        self._shown = error
+
+
+def _config_error(status: Any) -> str | None:
+    error = status.get("config_error") if isinstance(status, dict) else None
+    return str(error) if error else None
+
+
+def _config_error_text(error: str) -> str:
+    return (
+        "mcphost approve: the config file has an error; the daemon keeps the last good config until it is fixed:\n"
+        + "\n".join(f"  {line}" for line in safe_lines(error).splitlines())
+    )
+
+
 async def _approve(info: dict[str, Any], style: Style, *, once: bool, script: Script | None) -> int:
 
     lines = StdinLines()
     approver = TerminalApprover(sys.stdout, style, lines=lines, script=script, once=once, script_note="--auto")
+    notes = ConfigNotes(approver.say)
     lines.start(approver.wake)
-    async with attached(info, "mcphost approve", approver=True, activity=False, on_prompt=approver.ask) as client:
+    async with attached(
+        info,
+        "mcphost approve",
+        approver=True,
+        activity=False,
+        on_prompt=approver.ask,
+        on_notification=notes.notification,
+    ) as client:
         # The daemon handles messages in order: once it answers this, it has us down as an approver.
         status = await client.request(p.STATUS)
+        config = config_in_force(str(status.get("config_path")))
         approver.say(
-            f"mcphost approve: attached to the daemon {info.get('pid')} (config {status.get('config_path')}).\n"
+            f"mcphost approve: attached to the daemon {safe(info.get('pid'))}\n  config: {safe(config)}\n"
             "Waiting for permission prompts; end of input (Ctrl-D) or Ctrl-C detaches."
         )
+        notes.start(status)
         running = asyncio.ensure_future(approver.run())
         gone = asyncio.ensure_future(client.closed.wait())
         try:

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from mcphost import discovery
-from mcphost.cli.common import add_output_flag, load_or_exit, print_json
+from mcphost import __version__, discovery
+from mcphost.cli.common import add_output_flag, for_terminal, load_or_exit, print_json
 from mcphost.console import safe, safe_lines
 from mcphost.intent import DataSensitivity, ToolVariant
 from mcphost.paths import config_path
@@ -64,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
     target = None if args.in_process else discovery.for_config(config_path(args.config))
     if target is not None:
         # Through the running daemon: its editors answer the prompts, its upstreams and grants serve the call.
-        from mcphost.cli.daemon_client import DaemonError, McpSession
+        from mcphost.cli.daemon_client import CALL_CLIENT, DaemonError, McpSession
 
         print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
         try:
-            with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {})) as session:
+            with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), CALL_CLIENT) as session:
                 result = session.call_tool(variant.value, arguments)
         except KeyboardInterrupt:
             # The session already told the daemon: the call is cancelled there, a prompt for it withdrawn.
@@ -93,6 +93,7 @@ def _in_process(args: argparse.Namespace, variant: ToolVariant, arguments: dict[
     # Only the path taken is imported: through the daemon, this process needs none of the host.
     import anyio
 
+    from mcphost.cli.daemon_client import CALL_CLIENT
     from mcphost.gateway.service import CallContext
     from mcphost.host import Host
 
@@ -102,16 +103,19 @@ def _in_process(args: argparse.Namespace, variant: ToolVariant, arguments: dict[
     async def main() -> CallOutcome:
         # Only the named server is started: a one-shot call need not wait for the others.
         async with Host(loaded, only_servers=[server]) as host:
-            ctx = CallContext(session_id=f"cli-{os.getpid()}", client="mcphost-cli")
+            # Named as through a daemon, where the name comes from the handshake's clientInfo and version.
+            ctx = CallContext(session_id=f"cli-{os.getpid()}", client=f"{CALL_CLIENT} {__version__}")
             return await host.gateway.call(variant, arguments, ctx)
 
     outcome = anyio.run(main)
     for warning in outcome.warnings:
-        print(f"mcphost: warning: {safe_lines(warning)}", file=sys.stderr)
+        print(f"mcphost: warning: {safe_lines(for_terminal(warning))}", file=sys.stderr)
     if outcome.error is not None:
         if args.output == "json":
             print_json(outcome.error.to_payload())
-        print(f"mcphost: {outcome.error.code.value}: {safe_lines(outcome.error.message)}", file=sys.stderr)
+        print(
+            f"mcphost: {outcome.error.code.value}: {safe_lines(for_terminal(outcome.error.message))}", file=sys.stderr
+        )
         return 1
     assert outcome.result is not None
     result = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -132,7 +136,8 @@ def _print_daemon_result(result: dict[str, Any], output: str) -> int:
     for block in content if isinstance(content, list) else []:
         text = _text_of(block)
         if text is not None and text.startswith(WARNING_PREFIX):
-            print(f"mcphost: warning: {safe_lines(text.removeprefix(WARNING_PREFIX))}", file=sys.stderr)
+            warning = for_terminal(text.removeprefix(WARNING_PREFIX))
+            print(f"mcphost: warning: {safe_lines(warning)}", file=sys.stderr)
         else:
             blocks.append(block)
     is_error = result.get("isError") is True
@@ -141,7 +146,8 @@ def _print_daemon_result(result: dict[str, Any], output: str) -> int:
     if isinstance(error, dict) and "code" in error:
         if output == "json":
             print_json({"error": error})
-        print(f"mcphost: {safe(error['code'])}: {safe_lines(str(error.get('message', '')))}", file=sys.stderr)
+        message = for_terminal(str(error.get("message", "")))
+        print(f"mcphost: {safe(error['code'])}: {safe_lines(message)}", file=sys.stderr)
         return 1
     result = {**result, "content": blocks}
     if output == "json":

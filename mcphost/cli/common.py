@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -35,9 +37,71 @@ def load_or_exit(args: argparse.Namespace) -> LoadedConfig:
         fail(f"{exc}\nFix the file, or check it with `mcphost config validate`.")
 
 
+# The gateway's messages are written for the agent (its tools, its parameters, its user); they are a contract, and
+# stay as they are in records and in `-o json`. A person who typed `mcphost call tool-read` is shown the same
+# message in the words of the command line.
+_AGENT_WORDS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"(?<![\w:'\"./-])call_tool_(read|write|destructive)(?![\w'\"])"), r"`mcphost call tool-\1`"),
+    (re.compile(r"(?<![\w:'\"./-])retrieve_tools(?![\w'\"])"), "`mcphost tools`"),
+    (re.compile(r"(?<![\w.-])args_json(?!\w)"), "--args"),
+    (re.compile(r"(?<![\w.-])intent\.reason(?!\w)"), "--reason"),
+    (re.compile(r"(?<![\w.-])intent\.data_sensitivity(?!\w)"), "--sensitivity"),
+    # Advice to the agent about its user, who is the person reading this.
+    (re.compile(r" Do not retry it as is; ask the user how to proceed\."), ""),
+    (
+        re.compile(r"Retry when the user is at their editor, or ask them to raise prompt_timeout\."),
+        "Answer the prompt in time (in your editor or `mcphost approve`), or raise prompt_timeout.",
+    ),
+]
+
+
+def for_terminal(message: str) -> str:
+    """A gateway message (an error, a warning) as the person at the command line is shown it: the agent's tool and
+    parameter names become the commands and flags they type."""
+    for pattern, replacement in _AGENT_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+# What `mcphost config init` does where no config file is: the starter it writes runs what the default runs.
+INIT_HINT = "`mcphost config init` writes a commented starter there"
+
+
+def config_in_force(path: str | Path) -> str:
+    """The config file as a person should read it: its path, or that there is none and the built-in default is in
+    force."""
+    if Path(path).exists():
+        return str(path)
+    return f"none at {path}; using the built-in default ({INIT_HINT})"
+
+
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def add_output_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
     parser.add_argument("-o", "--output", choices=choices, default=choices[0], help="output format")
+
+
+# Every listing takes the same flags: `-o table` (also `text`), `-o json` for programs, and `--wide`.
+TABLE_FORMATS = ("table", "text")
+
+
+def add_listing_flags(
+    parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("json",), default: str = "table"
+) -> None:
+    """`-o FORMAT` and `--wide` for a command that lists records, tools or grants as a table."""
+    choices = (default, *(f for f in (*TABLE_FORMATS, *formats) if f != default))
+    parser.add_argument(
+        "-o", "--output", choices=choices, default=default, help="output format (table and text: the same)"
+    )
+    parser.add_argument(
+        "--wide", action="store_true", help="cut no cell to fit the terminal (a pipe or a file is never cut)"
+    )
+
+
+def table_width(args: argparse.Namespace) -> int | None:
+    """The width a table must fit: the terminal's, unless --wide."""
+    from mcphost.console import terminal_width
+
+    return None if getattr(args, "wide", False) else terminal_width()

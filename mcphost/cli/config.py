@@ -1,12 +1,13 @@
-"""`mcphost config path|show|validate`."""
+"""`mcphost config path|show|validate|init|schema`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from mcphost.cli.common import load_or_exit, print_json
+from mcphost.cli.common import INIT_HINT, add_output_flag, load_or_exit, print_json
 from mcphost.paths import config_path
 
 # Each action imports what it runs: `config path` needs no pydantic, `show` and `validate` need the models.
@@ -15,16 +16,20 @@ from mcphost.paths import config_path
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     actions.add_parser("path", parents=[parent], help="print the config file's path").set_defaults(func=run_path)
-    actions.add_parser(
-        "show", parents=[parent], help="print the effective config (secrets masked) as JSON"
-    ).set_defaults(func=run_show)
+    show = actions.add_parser("show", parents=[parent], help="print the config in force (secrets masked), as TOML")
+    add_output_flag(show, ("toml", "json"))
+    show.set_defaults(func=run_show)
     init = actions.add_parser("init", parents=[parent], help="write a commented starter config (and its schema)")
     init.add_argument("file", nargs="?", default=None, help="where (default: the config path)")
     init.set_defaults(func=run_init)
     actions.add_parser(
         "schema", parents=[parent], help="print the config's JSON Schema (for editors that check TOML)"
     ).set_defaults(func=run_schema)
-    v = actions.add_parser("validate", parents=[parent], help="check a config file; exit 1 with the errors")
+    v = actions.add_parser(
+        "validate",
+        parents=[parent],
+        help="check a config file; exit 1 with the errors (no file at all: the built-in default, which is valid)",
+    )
     v.add_argument("file", nargs="?", default=None, help="the file to check (default: the config in use)")
     v.set_defaults(func=run_validate)
 
@@ -38,14 +43,29 @@ def run_show(args: argparse.Namespace) -> int:
     from mcphost.activity.redact import redact
 
     loaded = load_or_exit(args)
-    print_json(
-        {
-            "path": str(loaded.path),
-            "exists": loaded.exists,
-            "config": redact(loaded.config.model_dump(mode="json")),
-        }
-    )
+    shown = redact(loaded.config.model_dump(mode="json"))
+    if args.output == "json":
+        print_json({"path": str(loaded.path), "exists": loaded.exists, "config": shown})
+        return 0
+    import tomli_w
+
+    if loaded.exists:
+        print(f"# the config in force: {loaded.path} (every key, defaults filled in; secrets masked)")
+    else:
+        print(f"# no config file at {loaded.path}: this is the built-in default ({INIT_HINT}; secrets masked)")
+    sys.stdout.write(tomli_w.dumps(_toml_ready(shown)))
     return 0
+
+
+def _toml_ready(value: Any) -> Any:
+    """The config as TOML can hold it: TOML has no null, so an unset key is left out, as are empty tables (each
+    would be a header over nothing)."""
+    if isinstance(value, dict):
+        kept = {key: _toml_ready(item) for key, item in value.items() if item is not None}
+        return {key: item for key, item in kept.items() if item != {}}
+    if isinstance(value, list):
+        return [_toml_ready(item) for item in value if item is not None]
+    return value
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -56,8 +76,13 @@ def run_validate(args: argparse.Namespace) -> int:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        print(f"mcphost: {path}: no such file (mcphost runs on the embedded default without one)", file=sys.stderr)
-        return 1
+        if args.file:
+            print(f"mcphost: {path}: no such file", file=sys.stderr)
+            return 1
+        # No file is the normal state of a new install: mcphost runs on its built-in default, built from the
+        # same models as any file, so it is valid.
+        print(f"{path}: no config file; the built-in default is in force, and valid ({INIT_HINT})")
+        return 0
     except OSError as exc:
         print(f"mcphost: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
         return 1

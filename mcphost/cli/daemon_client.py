@@ -27,7 +27,10 @@ from mcphost import __version__
 from mcphost.discovery import is_loopback_url
 
 PROTOCOL_VERSION = "2025-06-18"
-CLIENT_NAME = "mcphost-cli"
+# What records and prompts call the command that made a call (with mcphost's version): the command a person typed,
+# on every route it takes (mcphost.approval.terminal.ONE_SHOT_CLIENT names the first; a test keeps them equal).
+CALL_CLIENT = "mcphost call"
+TOOLS_CLIENT = "mcphost tools"
 # Mirrors mcphost.serve.mcp_server.WARNING_PREFIX (a test keeps them equal): importing that module imports the SDK.
 WARNING_PREFIX = "mcphost warning: "
 # Reaching the daemon on loopback takes well under a millisecond; one that does not accept in this long is gone.
@@ -53,11 +56,11 @@ class DaemonError(Exception):
 class McpSession:
     """One MCP session with the daemon's streamable HTTP endpoint.
 
-    with McpSession(info["mcp"]["url"], info["mcp"]["headers"]) as session:
+    with McpSession(info["mcp"]["url"], info["mcp"]["headers"], CALL_CLIENT) as session:
         result = session.call_tool("call_tool_read", {...})   # the CallToolResult, as JSON
     """
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, headers: dict[str, str] | None = None, client_name: str = CALL_CLIENT) -> None:
         if not is_loopback_url(url):
             raise DaemonError(f"refusing to send the agents' token to {url!r}: not a loopback address", sent=False)
         parts = urlsplit(url)
@@ -66,6 +69,7 @@ class McpSession:
         self._port = parts.port
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._headers = {str(k): str(v) for k, v in (headers or {}).items()}
+        self.client_name = client_name
         self._conn: http.client.HTTPConnection | None = None
         self._session_id: str | None = None
         self._protocol_version = PROTOCOL_VERSION
@@ -85,7 +89,7 @@ class McpSession:
         params = {
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
-            "clientInfo": {"name": CLIENT_NAME, "version": __version__},
+            "clientInfo": {"name": self.client_name, "version": __version__},
         }
         try:
             response, headers = self._request("initialize", params, HANDSHAKE_TIMEOUT)
@@ -226,9 +230,9 @@ class McpSession:
         if request.get("method") == "ping":
             answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"], "result": {}}
         else:
-            error = {"code": METHOD_NOT_FOUND, "message": f"mcphost-cli does not handle {request.get('method')}"}
+            error = {"code": METHOD_NOT_FOUND, "message": f"{self.client_name} does not handle {request.get('method')}"}
             answer = {"jsonrpc": "2.0", "id": request["id"], "error": error}
-        side = McpSession(self.url, self._headers)
+        side = McpSession(self.url, self._headers, self.client_name)
         side._session_id, side._protocol_version = self._session_id, self._protocol_version
         with contextlib.suppress(DaemonError):
             side._notify_raw(answer)

@@ -8,8 +8,8 @@ from typing import Any
 
 from mcphost import discovery
 from mcphost.cli.channel import GRANTS_LIST, GRANTS_REVOKE, ask
-from mcphost.cli.common import add_output_flag, fail, print_json
-from mcphost.console import safe
+from mcphost.cli.common import add_listing_flags, add_output_flag, fail, print_json, table_width
+from mcphost.console import Column, Table, ascii_only, safe
 from mcphost.discovery import NoDaemon
 from mcphost.paths import data_dir
 
@@ -17,13 +17,23 @@ from mcphost.paths import data_dir
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="grants_command", metavar="ACTION", required=True)
     ls = actions.add_parser("list", parents=[parent], help="remembered approvals: always (state file) and session")
-    add_output_flag(ls)
+    add_listing_flags(ls, default="text")
     ls.set_defaults(func=run_list)
     rv = actions.add_parser("revoke", parents=[parent], help="forget approvals: by id, by server:tool, or all")
     rv.add_argument("target", nargs="*", metavar="ID|SERVER:TOOL", help="grant ids (from `grants list`) or tools")
     rv.add_argument("--all", action="store_true", help="forget every remembered approval")
     add_output_flag(rv)
     rv.set_defaults(func=run_revoke)
+
+
+COLUMNS = (
+    Column("ID"),
+    Column("SCOPE"),
+    Column("TOOL", flex=True, floor=16),
+    Column("VARIANT"),
+    Column("GRANTED", optional=True),
+    Column("SESSION", flex=True, floor=12, optional=True),
+)
 
 
 def _daemons() -> list[dict[str, Any]]:
@@ -87,11 +97,18 @@ def run_list(args: argparse.Namespace) -> int:
         print("No remembered approvals.")
         return 0
 
-    print(f"{'ID':<11} {'SCOPE':<8} {'TOOL':<32} {'VARIANT':<22} GRANTED")
-    for g in listed:
-        tool = safe(f"{g['server']}:{g['tool']}")
-        where = f"  (session {g['session_id']} in daemon {g['daemon']})" if g["scope"] == "session" else ""
-        print(f"{g['id']:<11} {g['scope']:<8} {tool:<32} {g['variant']:<22} {g['granted_at']}{where}")
+    rows = [
+        (
+            str(g["id"]),
+            str(g["scope"]),
+            f"{g['server']}:{g['tool']}",
+            str(g["variant"]),
+            str(g["granted_at"]),
+            f"{g['session_id']} in daemon {g['daemon']}" if g["scope"] == "session" else "",
+        )
+        for g in listed
+    ]
+    print("\n".join(Table(COLUMNS, width=table_width(args), ascii_only=ascii_only()).lines(rows)))
     return 0
 
 
@@ -117,5 +134,8 @@ def run_revoke(args: argparse.Namespace) -> int:
         print("No remembered approval matched; see `mcphost grants list`.")
         return 1
     for grant in revoked.values():
-        print(f"revoked {grant['id']} ({grant['scope']}) {grant['server']}:{grant['tool']} {grant['variant']}")
+        print(
+            f"revoked {safe(grant['id'])} ({safe(grant['scope'])}) {safe(grant['server'])}:{safe(grant['tool'])} "
+            f"{safe(grant['variant'])}"
+        )
     return 0

@@ -10,6 +10,7 @@ import time
 from mcphost import console
 from mcphost.activity import display
 from mcphost.activity.reader import Follower, Record, tail
+from mcphost.cli.common import add_listing_flags, table_width
 from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
 
 POLL_INTERVAL = 0.1
@@ -21,7 +22,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
     t.add_argument("-n", "--lines", type=int, default=20, metavar="N", help="how many records (default 20)")
     t.add_argument("-f", "--follow", action="store_true", help="keep printing records as they are written")
     add_filter_flags(t)
-    t.add_argument("-o", "--output", choices=("text", "json"), default="text", help="json: one record per line")
+    add_listing_flags(t, default="text")
     t.set_defaults(func=run_tail)
 
 
@@ -32,15 +33,26 @@ def run_tail(args: argparse.Namespace) -> int:
     path = log_path(args)
     records, position = tail(path, args.lines, flt.matches, flt.needle(), flt.is_past)
     plain = console.ascii_only()
+    as_json = args.output == "json"
+    # The same columns as `activity list`, oldest first.
+    table = display.listing(plain, table_width(args))
 
     def emit(record: Record) -> None:
-        if args.output == "json":
+        if as_json:
             sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write(display.line(record, plain) + "\n")
+            sys.stdout.write(table.line(display.row(record, plain)) + "\n")
 
-    for record in records:
-        emit(record)
+    if as_json:
+        for record in records:
+            emit(record)
+    elif records:
+        # No header, as a tail goes: the columns line up, and follow on in the rows that come after.
+        rows = [display.row(record, plain) for record in records]
+        at_least = display.FOLLOW_WIDTHS if args.follow else ()
+        sys.stdout.write("\n".join(table.lines(rows, header=False, at_least=at_least)) + "\n")
+    elif args.follow:
+        table.lines([], header=False, at_least=display.FOLLOW_WIDTHS)
     sys.stdout.flush()
     if not args.follow:
         if not records and not path.exists():

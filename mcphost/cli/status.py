@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from mcphost import discovery
 from mcphost.cli.channel import STATUS, ask
-from mcphost.cli.common import add_output_flag, print_json
-from mcphost.console import safe
+from mcphost.cli.common import add_output_flag, config_in_force, print_json, table_width
+from mcphost.console import Column, Table, ascii_only, safe, safe_lines
 from mcphost.discovery import NoDaemon
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     add_output_flag(p)
+    p.add_argument("--wide", action="store_true", help="cut no cell to fit the terminal (a pipe is never cut)")
     p.set_defaults(func=run)
 
 
@@ -26,8 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if not reports:
         print("No mcphost daemon is running. Start one with `mcphost serve`, or open VS Code with the extension.")
         return 0
+    width = table_width(args)
     for report in reports:
-        print(_describe(report))
+        print(_describe(report, width))
     return 0
 
 
@@ -55,38 +58,63 @@ def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return reports
 
 
-def _describe(report: dict[str, Any]) -> str:
+INDENT = "    "
+SERVERS = (
+    Column("SERVER", flex=True, floor=12),
+    Column("STATE"),
+    Column("TOOLS", right=True),
+    Column("ERROR", flex=True),
+)
+EDITORS = (Column("EDITOR", flex=True, floor=16), Column("VIA"), Column("SINCE"))
+PROMPTS = (Column("VARIANT"), Column("TOOL", flex=True, floor=16), Column("EXPIRES"))
 
-    lines = [f"daemon {report.get('pid')} (mcphost {report.get('version', '?')}, started {report.get('started_at')})"]
+
+def _table(columns: tuple[Column, ...], rows: Sequence[Sequence[str]], width: int | None) -> list[str]:
+    table = Table(columns, width=None if width is None else width - len(INDENT), ascii_only=ascii_only())
+    return [INDENT + line for line in table.lines(rows)]
+
+
+def _describe(report: dict[str, Any], width: int | None = None) -> str:
+    # Every value may come from another program (a daemon of another version, an upstream's error): escaped.
+    lines = [
+        f"daemon {safe(report.get('pid'))} (mcphost {safe(report.get('version', '?'))}, started "
+        f"{safe(report.get('started_at'))})"
+    ]
     if "error" in report:
-        lines.append(f"  {report['error']}")
+        lines.append(f"  {safe(report['error'])}")
         return "\n".join(lines)
     mcp = report.get("mcp") or {}
-    lines.append(f"  agent endpoint  {mcp.get('url')}  (token: see {report.get('discovery_file')})")
+    lines.append(f"  agent endpoint  {safe(mcp.get('url'))}  (token: see {safe(report.get('discovery_file'))})")
     api = report.get("api") or {}
     if api.get("url"):
-        lines.append(f"  REST API        {api['url']}  (its own token: see the same file)")
-    lines.append(f"  editor socket   {report.get('editor_socket')}")
-    lines.append(f"  config          {report.get('config_path')}")
+        lines.append(f"  REST API        {safe(api['url'])}  (its own token: see the same file)")
+    lines.append(f"  editor socket   {safe(report.get('editor_socket'))}")
+    lines.append(f"  config          {safe(config_in_force(str(report.get('config_path'))))}")
     if report.get("config_error"):
-        lines.append("  config error    " + str(report["config_error"]).replace("\n", "\n                  "))
-    lines.append(f"  activity log    {report.get('log_path')}")
+        error = safe_lines(str(report["config_error"])) + "\nthe last good config stays in force until it is fixed"
+        lines.append("  config error    " + error.replace("\n", "\n                  "))
+    lines.append(f"  activity log    {safe(report.get('log_path'))}")
     if report.get("log_error"):
-        lines.append(f"  log error       {report['log_error']}")
+        lines.append(f"  log error       {safe(report['log_error'])}")
     servers = report.get("servers") or []
     up = sum(1 for s in servers if s.get("state") == "connected")
     lines.append(f"  upstreams       {up}/{len(servers)} connected")
-    for server in servers:
-        error = f"  ({server['error']})" if server.get("error") else ""
-        lines.append(f"    {server['name']:<16} {server['state']:<11} {server['tools']} tools{error}")
+    if servers:
+        listed = [
+            (str(s.get("name")), str(s.get("state")), str(s.get("tools", "")), str(s.get("error") or ""))
+            for s in servers
+        ]
+        lines.extend(_table(SERVERS, listed, width))
     editors = report.get("editors") or []
     lines.append(f"  editors         {len(editors)} attached")
-    for editor in editors:
-        lines.append(f"    {safe(editor['name'])} via {editor['transport']} since {editor['attached_at']}")
+    if editors:
+        attached = [(str(e.get("name")), str(e.get("transport")), str(e.get("attached_at"))) for e in editors]
+        lines.extend(_table(EDITORS, attached, width))
     prompts = report.get("prompts") or []
-    lines.append(f"  prompts         {report.get('pending', 0)} pending")
-    for prompt in prompts:
-        lines.append(
-            f"    {prompt['variant']} {safe(prompt['server'])}:{safe(prompt['tool'])} until {prompt['expires_at']}"
-        )
+    lines.append(f"  prompts         {safe(report.get('pending', 0))} pending")
+    if prompts:
+        waiting = [
+            (str(p.get("variant")), f"{p.get('server')}:{p.get('tool')}", str(p.get("expires_at"))) for p in prompts
+        ]
+        lines.extend(_table(PROMPTS, waiting, width))
     return "\n".join(lines)

@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from mcphost import discovery
-from mcphost.cli.common import add_output_flag, load_or_exit, print_json
-from mcphost.console import safe
+from mcphost.cli.common import add_listing_flags, for_terminal, load_or_exit, print_json, table_width
+from mcphost.console import Column, Table, ascii_only, safe, safe_lines
 from mcphost.gateway.tools import DEFAULT_LIMIT, RETRIEVE_TOOLS
 from mcphost.paths import config_path
 
@@ -33,8 +33,16 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
         action="store_true",
         help="start the upstream servers in this process even when a daemon is running",
     )
-    add_output_flag(p)
+    add_listing_flags(p, default="text")
     p.set_defaults(func=run)
+
+
+COLUMNS = (
+    Column("SCORE", right=True),
+    Column("TOOL", flex=True, floor=16),
+    Column("CALL WITH", optional=True),
+    Column("DESCRIPTION", flex=True, floor=20),
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,13 +53,13 @@ def run(args: argparse.Namespace) -> int:
         if answer is None:
             answer = _in_process(args, arguments)
     except _Refused as err:
-        print(f"mcphost: {safe(err.code)}: {safe(err.message)}", file=sys.stderr)
+        print(f"mcphost: {safe(err.code)}: {safe_lines(for_terminal(err.message))}", file=sys.stderr)
         return 2
     if args.output == "json":
         print_json(answer)
         return 0
-    # Names, descriptions and errors are the upstream servers' text: escaped, so that none of it can drive the
-    # terminal (set its title, plant a link, erase a line). `-o json` above is exact, for programs.
+    # Names, descriptions and errors are the upstream servers' text: the table escapes them, so that none of it
+    # can drive the terminal (set its title, plant a link, erase a line). `-o json` above is exact, for programs.
     for server in answer.get("diagnostics", {}).get("servers", []):
         print(
             f"mcphost: server '{safe(server['name'])}' is {safe(server['state'])}: {safe(server.get('error', ''))}",
@@ -61,13 +69,30 @@ def run(args: argparse.Namespace) -> int:
     if not tools:
         print("no tools found" + (f" for '{safe(args.query)}'" if args.query else ""), file=sys.stderr)
         return 0
-    names = [safe(t["name"]) for t in tools]
-    width = max(len(name) for name in names)
-    for name, tool in zip(names, tools, strict=True):
-        summary = (tool["description"] or "").strip().splitlines()
-        line = safe(summary[0][:80]) if summary else ""
-        print(f"{tool['score']:.2f}  {name:<{width}}  {safe(tool['call_with']):<21}  {line}")
+    rows = [
+        (
+            f"{tool['score']:.2f}",
+            str(tool["name"]),
+            _call_with(tool.get("call_with")),
+            _summary(tool.get("description")),
+        )
+        for tool in tools
+    ]
+    table = Table(COLUMNS, width=table_width(args), ascii_only=ascii_only())
+    print("\n".join(table.lines(rows)))
     return 0
+
+
+def _call_with(variant: object) -> str:
+    """The variant a tool is called with, as the command a person types: `mcphost call tool-write`."""
+    text = str(variant or "")
+    return "tool-" + text.removeprefix("call_tool_") if text.startswith("call_tool_") else text
+
+
+def _summary(description: object) -> str:
+    """A description's first paragraph, on one line: a table's cell."""
+    text = str(description or "").strip()
+    return " ".join(text.split("\n\n", 1)[0].split())
 
 
 def _via_daemon(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -76,10 +101,10 @@ def _via_daemon(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str
     target = discovery.for_config(config_path(args.config))
     if target is None:
         return None
-    from mcphost.cli.daemon_client import DaemonError, McpSession
+    from mcphost.cli.daemon_client import TOOLS_CLIENT, DaemonError, McpSession
 
     try:
-        with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {})) as session:
+        with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), TOOLS_CLIENT) as session:
             result = session.call_tool(RETRIEVE_TOOLS, arguments)
     except DaemonError as exc:
         print(f"mcphost: {safe(str(exc))}; asking the upstream servers from this process", file=sys.stderr)

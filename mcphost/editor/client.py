@@ -138,7 +138,10 @@ async def attached(
         client.feature(p.PERMISSION_REQUEST)(_prompt)
 
     notify = on_notification or (lambda _method, _params: None)
-    for method in (p.ACTIVITY, p.STATUS):
+    # Config errors come as diagnostics too, for editors that show them on the file; a command that has no file open
+    # takes them as any notification (`mcphost/status` carries the same error), never as an unknown method, which
+    # pygls would log as a warning on the person's terminal.
+    for method in (p.ACTIVITY, p.STATUS, lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS):
 
         def forward(params: Any, method: str = method) -> None:
             notify(method, params)

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from mcphost import __version__
 from tests.editor_client import editor
 from tests.helpers import Daemon, Sandbox, daemon, error_of, http_agent, mcphost, text_of
 
@@ -318,3 +319,54 @@ async def test_auto_answers_writes_but_still_asks_for_destructive_calls(sandbox:
         await ap.type("deny")
         assert error_of(await result_of(call))["code"] == "PERMISSION_DENIED"
     assert [c["status"] for c in sandbox.tool_calls()] == ["success", "denied"]
+
+
+async def test_a_call_from_the_terminal_is_asked_as_mcphost_call_and_answered_in_its_words(sandbox: Sandbox) -> None:
+    async with probe_daemon(sandbox), approving(sandbox) as ap:
+        args = ("call", "tool-write", "probe:plain_echo", "--args", '{"text": "t"}')
+        call = asyncio.create_task(anyio.to_thread.run_sync(lambda: mcphost(sandbox, *args)))
+        # A one-shot `mcphost call` is a session of one call: a session grant would end with it, and the prompt
+        # says so instead of offering it.
+        await ap.expect("Allow? [o]nce, [a]lways or [d]eny: ")
+        assert f"from        mcphost call {__version__}, session http-" in ap.output
+        assert "no [s]ession: a one-shot `mcphost call` is its own session" in ap.output
+        await ap.type("s")
+        await ap.expect("A session grant would end with this one-shot `mcphost call`")
+        await ap.type("d")
+        async with asyncio.timeout(30):
+            done = await call
+    assert done.returncode == 1
+    assert "mcphost: PERMISSION_DENIED: Permission denied by the user (mcphost approve" in done.stderr
+    assert "this `mcphost call tool-write` call to 'probe:plain_echo'." in done.stderr
+    assert "call_tool_write" not in done.stderr and "ask the user" not in done.stderr
+    (record,) = sandbox.tool_calls()
+    assert record["client"] == f"mcphost call {__version__}"
+    # The record keeps the message the agent-facing contract gives.
+    assert "this call_tool_write call" in record["error"]["message"] and "ask the user" in record["error"]["message"]
+
+
+async def test_a_config_error_is_told_once_as_a_line_and_no_library_warning_reaches_the_terminal(
+    sandbox: Sandbox,
+) -> None:
+    assert not sandbox.config.exists()
+    async with daemon(sandbox), approving(sandbox) as ap:
+        # No file: the embedded default is in force, and approve and status say so rather than name a missing file.
+        default = f"none at {sandbox.config}; using the built-in default (`mcphost config init` writes"
+        assert f"config: {default}" in ap.output
+        status = await anyio.to_thread.run_sync(lambda: mcphost(sandbox, "status"))
+        assert f"config          {default}" in status.stdout and status.stderr == ""
+
+        sandbox.write_config('[permissions]\nwrte = "ask"\n')
+        await ap.expect("mcphost approve: the config file has an error")
+        await ap.expect("line 2, column 1: permissions.wrte: unknown key 'wrte'")
+        for argv in (("status",), ("grants", "list")):
+            # Each attaches to the daemon, which tells every attached editor its status again.
+            shown = await anyio.to_thread.run_sync(lambda argv=argv: mcphost(sandbox, *argv))
+            assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+            assert "permissions.wrte: unknown key 'wrte'" in shown.stdout or argv != ("status",)
+
+        sandbox.write_config('[permissions]\nwrite = "ask"\n')
+        await ap.expect("the config error is fixed")
+        assert await ap.finish() == 0
+    assert ap.output.count("the config file has an error") == 1
+    assert ap.stderr == "", ap.stderr  # no pygls warning about the diagnostics it has no file to show on

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
+from mcphost import __version__
 from tests.helpers import Sandbox, mcphost
 
 
@@ -47,7 +49,7 @@ def test_call_fills_the_intent_from_the_command_and_records_it(sandbox: Sandbox)
         "reason": "testing",
     }
     assert record["metadata"]["tool_variant"] == "call_tool_write"
-    assert record["client"] == "mcphost-cli"
+    assert record["client"] == f"mcphost call {__version__}"
 
 
 def test_rejected_call_exits_nonzero_with_the_message_on_stderr(sandbox: Sandbox) -> None:
@@ -55,8 +57,14 @@ def test_rejected_call_exits_nonzero_with_the_message_on_stderr(sandbox: Sandbox
     result = mcphost(sandbox, "call", "tool-read", "probe:wipe_notes")
     assert result.returncode == 1
     assert result.stdout == ""
-    assert "Tool 'probe:wipe_notes' is marked destructive by server, use call_tool_destructive" in result.stderr
-    assert sandbox.tool_calls()[-1]["status"] == "rejected"
+    # In the words of the command line; the record keeps the agent-facing message, which is a contract.
+    assert "Tool 'probe:wipe_notes' is marked destructive by server, use `mcphost call tool-destructive`" in (
+        result.stderr
+    )
+    assert "call_tool_destructive" not in result.stderr
+    record = sandbox.tool_calls()[-1]
+    assert record["status"] == "rejected"
+    assert record["error"]["message"].endswith("use call_tool_destructive")
 
 
 def test_bad_args_json_is_explained(sandbox: Sandbox) -> None:
@@ -86,8 +94,8 @@ def test_tools_query_ranks_the_best_match_first(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
     result = mcphost(sandbox, "tools", "erase notes")
     assert result.returncode == 0, result.stderr
-    first = result.stdout.splitlines()[0].split()
-    assert first[1] == "probe:wipe_notes" and first[2] == "call_tool_destructive"
+    first = result.stdout.splitlines()[1].split()
+    assert first[1] == "probe:wipe_notes" and first[2] == "tool-destructive"
 
 
 def test_invalid_config_names_the_key_and_line(sandbox: Sandbox) -> None:
@@ -102,10 +110,13 @@ def test_invalid_config_names_the_key_and_line(sandbox: Sandbox) -> None:
 
 def test_config_show_masks_secrets(sandbox: Sandbox) -> None:
     sandbox.write_config('[servers.r]\nurl = "http://127.0.0.1:1/mcp"\nheaders = { Authorization = "Bearer abc123" }\n')
-    result = mcphost(sandbox, "config", "show")
+    result = mcphost(sandbox, "config", "show", "-o", "json")
     assert result.returncode == 0, result.stderr
     assert "abc123" not in result.stdout
     assert json.loads(result.stdout)["config"]["servers"]["r"]["headers"]["Authorization"] == "[REDACTED]"
+    as_toml = mcphost(sandbox, "config", "show")
+    assert as_toml.returncode == 0 and "abc123" not in as_toml.stdout
+    assert tomllib.loads(as_toml.stdout)["servers"]["r"]["headers"]["Authorization"] == "[REDACTED]"
 
 
 def test_unknown_variant_is_a_usage_error(sandbox: Sandbox) -> None:

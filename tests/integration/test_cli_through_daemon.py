@@ -20,6 +20,7 @@ from typing import Any
 import anyio.to_thread
 import pytest
 
+from mcphost import __version__
 from tests.editor_client import allow, editor, never
 from tests.helpers import Sandbox, daemon, mcphost, poll, records_of
 
@@ -61,8 +62,9 @@ async def test_tools_asks_the_daemon_and_starts_no_upstream_of_its_own(sandbox: 
         here = await run(sandbox, "tools", "--in-process", "-o", "json")
         assert len(records_of(sandbox, "upstream_connected")) == before + 1, "the control: in-process starts one"
     assert text.returncode == 0 and text.stderr == "", text.stderr
-    first = text.stdout.splitlines()[0].split()
-    assert first[1] == "probe:wipe_notes" and first[2] == "call_tool_destructive"
+    header, first = (line.split() for line in text.stdout.splitlines()[:2])
+    assert header == ["SCORE", "TOOL", "CALL", "WITH", "DESCRIPTION"]
+    assert first[1] == "probe:wipe_notes" and first[2] == "tool-destructive"
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout) == json.loads(here.stdout)
     assert as_json.stdout == here.stdout
@@ -79,8 +81,8 @@ async def test_a_read_through_the_daemon_prints_what_an_in_process_read_prints(s
     assert through.returncode == 0
     payload = json.loads(through.stdout)
     assert payload["structuredContent"] == {"tool": "read_notes", "text": "r"}
-    clients = [r["client"] for r in sandbox.tool_calls()]
-    assert clients[0].startswith("mcphost-cli ") and clients[2].startswith("mcphost-cli ")
+    # Recorded (and prompted) as the command that made them, whichever way they went.
+    assert {r["client"] for r in sandbox.tool_calls()} == {f"mcphost call {__version__}"}
     assert [r["session_id"].startswith("http-") for r in sandbox.tool_calls()] == [True, False, True, False]
 
 
@@ -164,7 +166,9 @@ async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sa
     assert [(g["scope"], g["tool"], g["daemon"]) for g in listed] == [("session", "plain_echo", d.process.pid)]
     assert revoked.returncode == 0 and f"revoked {listed[0]['id']} (session) probe:plain_echo" in revoked.stdout
     assert after == []
-    assert f"daemon {d.process.pid} (mcphost" in text.stdout and "probe            connected" in text.stdout
+    assert f"daemon {d.process.pid} (mcphost" in text.stdout
+    (row,) = [line.split() for line in text.stdout.splitlines() if "probe" in line]
+    assert row == ["probe", "connected", str(report["servers"][0]["tools"])]
     assert not (sandbox.data / "state.toml").exists(), "a session grant never reaches the state file"
 
 

@@ -131,7 +131,8 @@ def test_the_handshake_call_and_end_of_a_session() -> None:
     assert methods == ["initialize", "notifications/initialized", "tools/call", "DELETE"]
     initialize = server.seen[0][1]["params"]
     assert initialize["protocolVersion"] == "2025-06-18"
-    assert initialize["clientInfo"]["name"] == "mcphost-cli"
+    # Records and prompts name the command a person typed, not a library's name.
+    assert initialize["clientInfo"]["name"] == "mcphost call"
     assert initialize["capabilities"] == {}, "no elicitation: the daemon must not ask this client anything"
     for headers, _ in server.seen:
         assert headers["Authorization"] == "Bearer t0k"
@@ -229,10 +230,12 @@ def test_the_token_goes_to_loopback_only() -> None:
 
 
 def test_the_client_names_what_the_daemon_uses() -> None:
+    from mcphost.approval.terminal import ONE_SHOT_CLIENT
     from mcphost.editor import protocol
     from mcphost.serve.mcp_server import WARNING_PREFIX
 
     assert daemon_client.WARNING_PREFIX == WARNING_PREFIX
+    assert daemon_client.CALL_CLIENT == ONE_SHOT_CLIENT  # the prompt knows a one-shot `mcphost call` by it
     assert (editor_channel.STATUS, editor_channel.GRANTS_LIST, editor_channel.GRANTS_REVOKE) == (
         protocol.STATUS,
         protocol.GRANTS_LIST,

@@ -145,14 +145,32 @@ def test_the_quick_safe_is_console_safe() -> None:
         assert display.safe(value) == console.safe(value)
 
 
-def test_the_table_is_laid_out_as_console_columns_lays_it_out() -> None:
-    rows = [
-        ("2026-11-21 10:00:00", "📖 read", "fs:read_file", "success", "12ms", "allow by policy", "01A"),
-        ("2026-11-21 10:00:01", "[D] destructive", "中文:工具", "denied PERMISSION_DENIED", "", "", "01B"),
-        ("", "·· config_reload", "", "", "", "", ""),
-    ]
-    assert "\n".join(display.table_lines(rows)) == console.columns(display.TABLE_HEADERS, rows)
-    assert "\n".join(display.table_lines([])) == console.columns(display.TABLE_HEADERS, [])
+def cell_by_cell(columns: tuple[console.Column, ...], rows: list[tuple[str, ...]], width: int | None) -> list[str]:
+    """What console.Table lays out column by column, the long way: every cell escaped, measured, cut and padded on
+    its own, with the widths the table settled on."""
+    table = console.Table(columns, width=width)
+    table.lines(rows)
+    out = []
+    for cells in [tuple(c.header for c in columns), *rows]:
+        shown = [i for i, keep in enumerate(table.shown) if keep]
+        parts = []
+        for i in shown:
+            cell = console.cut(console.safe(cells[i]), table.widths[i])
+            parts.append(cell if i == shown[-1] else cell + " " * (table.widths[i] - console.cell_width(cell)))
+        out.append("  ".join(parts).rstrip())
+    return out
+
+
+@pytest.mark.parametrize("width", [None, 60, 100, 200])
+def test_the_table_laid_out_by_column_is_the_table_laid_out_cell_by_cell(width: int | None) -> None:
+    rng = random.Random(width)
+    words = ["todo:add_task", "中文:工具", "allow by policy", "deny by person after 2.3s", "x\x1b[2J", "", "💥"]
+    words += ["line 2, column 1: permissions.wrte: unknown key 'wrte'", "a" * 60, "one two three four five six"]
+    rows = [tuple(rng.choice(words) for _ in display.TABLE_COLUMNS) for _ in range(40)]
+    rows.append(("", "·· config_reload", "", "", "", "", ""))
+    table = console.Table(display.TABLE_COLUMNS, width=width)
+    assert table.lines(rows) == cell_by_cell(display.TABLE_COLUMNS, rows, width)
+    assert console.Table(display.TABLE_COLUMNS).lines([]) == ["TIME  INTENT  TOOL  STATUS  DETAIL"]
 
 
 def exact_local_time(record: dict[str, Any]) -> str:
@@ -225,10 +243,10 @@ def test_a_row_has_the_cells_the_functions_make(tmp_path: Path) -> None:
             expected = (
                 display.local_time(record),
                 intent,
-                console.safe(display.target(record), 48),
+                display.target(record),  # cut to 48 by the table's TOOL column
                 display.status(record),
                 display.duration(record),
-                display.decision(record),
+                display.decision(record) if display.is_call(record) else display.event_summary(record, None),
                 console.safe(record.get("id", "")),
             )
             assert display.row(record, plain) == expected

@@ -152,6 +152,25 @@ def test_only_the_remember_options_the_daemon_accepts_are_offered_or_taken() -> 
     assert "'yes" not in question(destructive(remember_options=["once"]), PLAIN)
 
 
+def test_a_one_shot_mcphost_call_is_offered_no_session_and_told_why() -> None:
+    # The daemon offers `session` to any identified session; `mcphost call`'s ends with its one call.
+    call = request(client="mcphost call 0.1.0", session_id="http-abc")
+    text = render_prompt(call, PLAIN, now=NOW)
+    assert (
+        "remember    no [s]ession: a one-shot `mcphost call` is its own session, so a session grant would end" in text
+    )
+    assert question(call, PLAIN) == "Allow? [o]nce, [a]lways or [d]eny: "
+    said = parse_answer(call, "s")
+    assert isinstance(said, str) and said.startswith("A session grant would end with this one-shot `mcphost call`")
+    assert parse_answer(call, "a") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ALWAYS)
+    confirm = destructive(client="mcphost call 0.1.0")
+    assert question(confirm, PLAIN) == "Type delete_task or yes to allow it once, or deny: "
+    assert "no [s]ession" in render_prompt(confirm, PLAIN, now=NOW)
+    # Other agents keep it; so does a daemon that offered no session anyway (nothing to explain then).
+    assert "[s]ession" in question(request(client="mcphost calling-card 1"), PLAIN)
+    assert "no [s]ession" not in render_prompt(request(client="mcphost call 0.1.0", remember_options=["once"]), PLAIN)
+
+
 def test_unclear_answers_say_what_to_type() -> None:
     assert parse_answer(request(), "") == "No answer yet: answer o (once), s (session), a (always), or d (deny)."
     assert str(parse_answer(request(), "maybe")).startswith("Not understood: answer o (once)")
