@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -303,10 +304,80 @@ def for_config(config_path: Path) -> dict[str, Any] | None:
 
 def newest(daemons: list[dict[str, Any]], config_path: Path) -> dict[str, Any] | None:
     """Of `daemons`, the newest serving this config file."""
+    matching = serving(daemons, config_path)
+    return matching[-1] if matching else None
+
+
+def serving(daemons: list[dict[str, Any]], config_path: Path) -> list[dict[str, Any]]:
+    """Of `daemons`, those serving this config file, oldest first."""
     wanted = _same_file_key(config_path)
     matching = [info for info in daemons if _same_file_key(Path(str(info.get("config_path", "")))) == wanted]
-    matching.sort(key=lambda info: str(info.get("started_at", "")))
-    return matching[-1] if matching else None
+    return sorted(matching, key=lambda info: str(info.get("started_at", "")))
+
+
+# ---- one daemon per config file
+#
+# Two daemons on one config split its agents: `approve` and `call` pick the newer, so agents relayed to the other
+# get NO_APPROVER. A daemon holds an flock on a file named after its config for its whole life: the kernel drops
+# it when the process ends, however it ends, so a daemon that was killed never blocks the next, and two started at
+# the same moment cannot both get it. The file is never removed: unlinking a lock file lets a third process lock a
+# new file while the second still holds the old one.
+
+
+def claim(config_path: Path) -> int | None:
+    """Claim `config_path` for this daemon: the lock's fd, to keep open while the daemon runs, or None when another
+    process holds the claim. Raises UnsafeDirectory when the runtime dir is open to other users."""
+    if sys.platform == "win32":  # pragma: no cover - no flock; the discovery files are all there is to go by
+        return -1
+    import fcntl
+
+    dir_fd = _open_dir(private_runtime_dir())
+    try:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(_lock_name(config_path), flags, 0o600, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    # Whose claim it is, for a second daemon to name; a daemon announces the rest in its discovery file.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
+
+
+def claimant(config_path: Path) -> int | None:
+    """The pid of the process holding the claim on `config_path`, as it wrote it (None before it has)."""
+    try:
+        dir_fd = _open_dir(runtime_dir())
+    except (OSError, UnsafeDirectory):
+        return None
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(_lock_name(config_path), flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    # A pid left by an earlier holder (the new one has yet to write its own) names a process that is gone.
+    return int(text) if text.isdigit() and process_alive(int(text)) else None
+
+
+def _lock_name(config_path: Path) -> str:
+    # Named by the resolved path, as daemons are matched to a config: two spellings of one file are one config.
+    digest = hashlib.sha256(_same_file_key(config_path).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"serve-{digest[:16]}.lock"
 
 
 def _same_file_key(path: Path) -> str:

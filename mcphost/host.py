@@ -121,8 +121,14 @@ class Host:
         if cleared:
             details["cleared_error"] = True
         self.activity.append(ActivityRecord(type=RecordType.CONFIG_RELOAD.value, details=details))
+        # A file that appears where none was replaces the built-in default: say so, or "reloaded" puzzles.
+        what = (
+            f"{new.path} is now in force instead of the built-in default"
+            if new.exists and not old.exists
+            else f"reloaded from {new.path}"
+        )
         print(
-            f"mcphost: config reloaded from {new.path}: {diff.summary()}" + (" (errors fixed)" if cleared else ""),
+            f"mcphost: config {what}: {diff.summary()}" + (" (errors fixed)" if cleared else ""),
             file=sys.stderr,
             flush=True,
         )

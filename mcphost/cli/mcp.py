@@ -3,10 +3,11 @@
 With a daemon running for the same config, the session is relayed to it, so prompts reach the person's
 editor; with none (or with --in-process), the gateway runs in this process.
 
-SIGTERM, SIGINT and SIGHUP end the process the way the agent closing stdin does: the session ends, the calls in
-flight are cancelled, and the Host closes its upstream servers (one blocked in a call included) before the process
-exits, so none is left behind. A second signal, or a shutdown that takes longer than SHUTDOWN_GRACE_S, exits at
-once.
+The agent closing stdin is the normal end of a session, and nothing is said about it: the requests it sent before
+are answered first (an agent may close its end right after its last request and then read), then the process
+exits. SIGTERM, SIGINT and SIGHUP end it sooner: the session ends, the calls in flight are cancelled, and the Host
+closes its upstream servers (one blocked in a call included) before the process exits, so none is left behind. A
+second signal, or a shutdown that takes longer than SHUTDOWN_GRACE_S, exits at once.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcphost import discovery
-from mcphost.cli.common import load_or_exit
+from mcphost.cli.common import fail
 from mcphost.paths import config_path
 
 if TYPE_CHECKING:
     from mcp.server import Server
 
+    from mcphost.config import LoadedConfig
     from mcphost.serve.stdio import ShortcutFactory
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -54,25 +56,42 @@ def run(args: argparse.Namespace) -> int:
 
             first = Target.from_info(target)
             print(f"mcphost: relaying to {first.name}", file=sys.stderr, flush=True)
-            anyio.run(until_signalled, lambda stop: relay(first, path, lambda: _local_server(args), stop))
+            anyio.run(
+                until_signalled,
+                lambda stop: relay(first, path, lambda: _local_server(args), stop),
+                "ending the session",
+            )
             return 0
     return _in_process(args)
 
 
 def _in_process(args: argparse.Namespace) -> int:
+    from mcphost.config import ConfigError
     from mcphost.serve.stdio import serve_stdio
 
-    loaded = load_or_exit(args)
+    try:
+        loaded = _load(args)
+    except ConfigError as exc:
+        fail(f"{exc}\nFix the file, or check it with `mcphost config validate`.")
 
     async def main(stop: anyio.Event) -> None:
         async with (
             _local_server(args, loaded) as (server, shortcut),
-            serve_stdio(stop, shortcut) as (read, write),
+            serve_stdio(stop, shortcut, answer_after_eof=True) as (read, write),
         ):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(until_signalled, main)
     return 0
+
+
+def _load(args: argparse.Namespace) -> LoadedConfig:
+    """The config in force; raises ConfigError. With no file, what `mcphost config init` writes, as for the
+    daemon."""
+    from mcphost.config import load_config
+    from mcphost.config.starter import embedded_default
+
+    return load_config(getattr(args, "config", None), default=embedded_default)
 
 
 @asynccontextmanager
@@ -81,22 +100,23 @@ async def _local_server(
 ) -> AsyncIterator[tuple[Server[Any], ShortcutFactory]]:
     """The gateway in this process: its Host (upstreams started, config followed), the agent's MCP server, and the
     shortcut its tool calls take past the server's dispatch."""
-    from mcphost.config import load_config
-    from mcphost.demo.default import default_config
     from mcphost.host import Host
     from mcphost.serve.mcp_server import DirectCalls, build_server, stdio_session_id
 
     # A relay falling back here reports a config that does not load (ConfigError) instead of exiting.
     if loaded is None:
-        loaded = load_config(getattr(args, "config", None), default=default_config)
+        loaded = _load(args)
     session_id = stdio_session_id()
     async with Host(loaded, watch=True) as host:
         yield build_server(host.gateway, session_id=session_id), DirectCalls.factory(host.gateway, session_id)
 
 
-async def until_signalled(main: Callable[[anyio.Event], Awaitable[None]]) -> None:
+async def until_signalled(
+    main: Callable[[anyio.Event], Awaitable[None]], doing: str = "closing the upstream servers"
+) -> None:
     """Run `main(stop)`; a shutdown signal sets `stop`, which ends the agent's input, so `main` returns through its
-    own exits. Not by cancelling it: the Host must close its upstreams as it does at the end of any session."""
+    own exits. Not by cancelling it: the Host must close its upstreams as it does at the end of any session.
+    `doing` says what happens before the exit."""
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
 
@@ -106,7 +126,7 @@ async def until_signalled(main: Callable[[anyio.Event], Awaitable[None]]) -> Non
                     name = signal.Signals(signum).name
                     if stop.is_set():
                         _exit_now(f"{name} again: exiting at once", signum)
-                    print(f"mcphost: {name}: closing the upstream servers, then exiting", file=sys.stderr, flush=True)
+                    print(f"mcphost: {name}: {doing}, then exiting", file=sys.stderr, flush=True)
                     stop.set()
                     tg.start_soon(_deadline, signum)
 

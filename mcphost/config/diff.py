@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcphost.config.models import Config
+from mcphost.config.models import Config, launch_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +51,22 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
 
 
 def diff_configs(old: Config, new: Config) -> ConfigDiff:
-    """Compare the effective configs (defaults filled in), so adding a key with its default value is no change."""
+    """Compare the effective configs (defaults filled in), so adding a key with its default value is no change;
+    and servers by their launch spec, so a server that would start the same way is no change either (the todo
+    server of the embedded default and of the file `config init` writes, say)."""
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
-    _flatten(old.model_dump(mode="json"), "", before)
-    _flatten(new.model_dump(mode="json"), "", after)
+    _flatten(old.model_dump(mode="json", exclude={"servers"}), "", before)
+    _flatten(new.model_dump(mode="json", exclude={"servers"}), "", after)
+    # Server by server: a name may hold dots, so one server's keys cannot be told from another's by prefix.
+    for name in sorted(old.servers.keys() | new.servers.keys()):
+        was, now = old.servers.get(name), new.servers.get(name)
+        if was is not None and now is not None and launch_spec(was) == launch_spec(now):
+            continue
+        if was is not None:
+            _flatten(was.model_dump(mode="json"), f"servers.{name}", before)
+        if now is not None:
+            _flatten(now.model_dump(mode="json"), f"servers.{name}", after)
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k, _MISSING) != after.get(k, _MISSING))
     old_servers, new_servers = old.enabled_servers(), new.enabled_servers()
     kept = old_servers.keys() & new_servers.keys()
@@ -63,7 +74,7 @@ def diff_configs(old: Config, new: Config) -> ConfigDiff:
         keys=keys,
         servers_added=sorted(new_servers.keys() - old_servers.keys()),
         servers_removed=sorted(old_servers.keys() - new_servers.keys()),
-        servers_restarted=sorted(n for n in kept if old_servers[n] != new_servers[n]),
+        servers_restarted=sorted(n for n in kept if launch_spec(old_servers[n]) != launch_spec(new_servers[n])),
     )
 
 

@@ -211,13 +211,14 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
 
 
 def load_config(override: str | Path | None = None, *, default: Callable[[], Config] = Config) -> LoadedConfig:
-    """The config in force: the file if it exists, else `default()` (the commands pass the embedded default of
-    `mcphost.demo.default`, built only when no file exists). Raises ConfigError."""
+    """The config in force: the file if it exists, else `default()`, built only when no file exists (the hosts,
+    `serve` and `mcp`, pass `mcphost.config.starter.embedded_default`, what `config init` writes; other commands
+    `mcphost.demo.default`'s). Raises ConfigError."""
     path = config_path(override)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        logger.debug("no config file at %s; using the embedded default", path)
+        logger.debug("no config file at %s; the built-in default is in force", path)
         return LoadedConfig(default(), path, exists=False)
     except OSError as exc:
         raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")]) from None

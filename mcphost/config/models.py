@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mcphost.paths import data_dir
 from mcphost.policy import Action, NoEditor, Policy, Remember
 
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -205,3 +206,13 @@ def effective_annotations(server: ServerConfig | None, tool: str, reported: dict
     if override is not None:
         base.update(override.annotations.model_dump(exclude_none=True))
     return base
+
+
+def launch_spec(server: ServerConfig) -> ServerConfig:
+    """`server` as mcphost starts it. A stdio server is handed the data dir unless its `env` names one: mcphost's
+    own servers (the bundled todo server) keep their files where the host keeps its own, which a child that
+    inherits only a few variables (not `XDG_DATA_HOME`) could not work out. Two configs whose servers have the same
+    launch spec start the same processes, so switching between them restarts nothing."""
+    if server.command is None or "MCPHOST_DATA_DIR" in server.env:
+        return server
+    return server.model_copy(update={"env": {"MCPHOST_DATA_DIR": str(data_dir()), **server.env}})

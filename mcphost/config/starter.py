@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcphost.config.models import Config
 
 SCHEMA_FILE = "config.schema.json"
 
@@ -64,3 +70,12 @@ redact_keys = []              # more argument names to redact, beside token, pas
 [daemon]
 port = 0                      # the agent endpoint's port on 127.0.0.1; 0 picks a free one
 """
+
+
+def embedded_default() -> Config:
+    """The config in force when there is no file: the starter file's own, so that `mcphost config init` writing it
+    changes nothing for a running host (the todo server is not restarted). The todo server acts for the local user
+    (`--as-local-user`): no token to mint, so none of its secret is touched to load this."""
+    from mcphost.config.loader import parse_config
+
+    return parse_config(starter_config(sys.executable), Path("config.toml"))

@@ -10,6 +10,9 @@ that says so (they may or may not have reached the upstream; nothing is retried 
 on: with another daemon for the same config if one is running, else with the gateway built in this process (as
 `--in-process` does), and back to a daemon once one runs again and no call is waiting. Each new backend gets the
 agent's handshake replayed, so the agent does not have to know.
+
+An agent that closes its input has not given up on its answers (it may close right after its last request, then
+read): the session ends once every request it sent is answered. A signal ends it at once.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class _Relay:
 
     to_agent: Any
     config_path: Path
+    stop: anyio.Event | None = None  # a signal: the session ends without waiting for answers
     queue: deque[Message] = field(default_factory=deque)
     in_flight: dict[str, types.JSONRPCRequest] = field(default_factory=dict)
     handshake: types.JSONRPCRequest | None = None
@@ -97,6 +101,7 @@ class _Relay:
     _private_done: dict[str, anyio.Event] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     raw: dict[str, bytes] = field(default_factory=dict)  # tool calls' JSON as the agent sent them, by request id
+    _drained: anyio.Event | None = None  # while the agent, done, waits for its answers: set once none is left
 
     # ---- from the agent
 
@@ -138,6 +143,7 @@ class _Relay:
                 key = id_key((message.params or {}).get("requestId"))
                 self.in_flight.pop(key, None)
                 self.raw.pop(key, None)
+                self._settle()
         self.queue.append(message)
         self._arrived.set()
 
@@ -164,6 +170,21 @@ class _Relay:
     def idle(self) -> bool:
         return not self.queue and not self.in_flight
 
+    async def answered(self) -> None:
+        """Once the agent is done: until each request it sent has its answer, or a signal ends the session."""
+        if not self.in_flight or (self.stop is not None and self.stop.is_set()):
+            return
+        self._drained = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            if self.stop is not None:
+                tg.start_soon(_cancel_on, self.stop, tg.cancel_scope)
+            await self._drained.wait()
+            tg.cancel_scope.cancel()
+
+    def _settle(self) -> None:
+        if self._drained is not None and not self.in_flight:
+            self._drained.set()
+
     # ---- to the agent
 
     async def deliver(self, message: Message) -> None:
@@ -182,6 +203,8 @@ class _Relay:
             await self.to_agent.send(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("the agent is gone; dropped %s", type(message).__name__)
+        # After the send: a session waiting for its last answer ends as soon as this is set.
+        self._settle()
 
     async def pass_answer(self, line: bytes) -> bool:
         """Pass the daemon's answer to a tool call on to the agent as it came, if `line` is one."""
@@ -201,6 +224,7 @@ class _Relay:
             await self.to_agent.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("the agent is gone; dropped an answer")
+        self._settle()
         return True
 
     async def answer(self, request_id: Any, code: int, message: str) -> None:
@@ -224,6 +248,11 @@ class _Relay:
     def forget(self, request_id: Any) -> None:
         self._private.pop(id_key(request_id), None)
         self._private_done.pop(id_key(request_id), None)
+
+
+async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 def _is_private(request_id: Any) -> bool:
@@ -279,7 +308,9 @@ class _DaemonBackend:
                     if not await self._write(writer, message):
                         self.relay.requeue(message)
                         break
-                # The agent closed its end (or the daemon is lost): nobody is left to read answers still coming.
+                if self.lost is None:
+                    await self.relay.answered()
+                # The agent is done and answered (or the daemon is lost): nobody is left to read what still comes.
                 tg.cancel_scope.cancel()
         finally:
             writer.close()
@@ -323,6 +354,8 @@ class _DaemonBackend:
             if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and not _is_private(message.id):
                 self.answered += 1
             await self.relay.deliver(message)
+        if self.relay.agent_done and self.relay.idle():
+            return  # the session is over at both ends: the agent's doing, nothing the daemon did
         # The daemon ended the session: its calls in flight may or may not have run, and will not be answered.
         lost = await self._ended("it closed the session")
         await self.relay.fail_in_flight(death(self.target, lost.reason))
@@ -392,6 +425,9 @@ class _LocalBackend:
                                 self.relay.requeue(message)
                                 raise
                         pumping.cancel_scope.cancel()
+                    if not back_to:
+                        # The agent is done: the server's input closes (cutting its handlers short) once answered.
+                        await self.relay.answered()
         return back_to[0] if back_to else None
 
     def _daemon_is_back(self, message: Message, back_to: list[Target]) -> bool:
@@ -468,7 +504,7 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
         return _Taker(lambda line: session is not None and session.take_line(line))
 
     async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
-        session = _Relay(to_agent, config_path)
+        session = _Relay(to_agent, config_path, stop)
         tg.start_soon(session.read_agent, from_agent)
         await _run(session, first, open_local)
         tg.cancel_scope.cancel()

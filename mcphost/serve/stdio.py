@@ -10,6 +10,11 @@ Every request gets an answer, even one that cannot be read: a line the JSON pars
 goes, a lone UTF-16 surrogate, not UTF-8, not JSON, not JSON-RPC) is answered here with the JSON-RPC error that
 names the problem, under the request's id when one can be found in it, so that the agent never waits forever.
 Lines that parse cost nothing more than before: the slow path runs only when the parser has already refused.
+
+An agent may close its input right after its last request and then read the answers (as `printf ... | mcphost
+mcp` does). With `answer_after_eof`, the end of the input ends the session only once every request read before it
+has been answered: the shortcut's calls are waited for as the tasks they are, and the requests that went to the SDK
+session by their ids, counted on that path only (a tool call through the shortcut costs nothing more).
 """
 
 from __future__ import annotations
@@ -86,54 +91,117 @@ def dump_line(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+class Unanswered:
+    """The agent's requests that went to the SDK session and have had no answer yet, so that the end of the agent's
+    input can wait for them."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._ended = False
+        self._none_left = anyio.Event()
+
+    def read(self, message: Any) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            self._ids.add(id_key(message.id))
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            # The SDK never answers a request the agent cancelled: nothing to wait for.
+            self._ids.discard(id_key((message.params or {}).get("requestId")))
+            self._check()
+
+    def written(self, message: Any) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self._ids.discard(id_key(message.id))
+            self._check()
+
+    def _check(self) -> None:
+        if self._ended and not self._ids:
+            self._none_left.set()
+
+    async def wait(self) -> None:
+        """Until every request read so far is answered (the input has ended: no more will come)."""
+        self._ended = True
+        if self._ids:
+            await self._none_left.wait()
+
+
 @asynccontextmanager
 async def serve_stdio(
-    stop: anyio.Event | None = None, shortcut: ShortcutFactory | None = None
+    stop: anyio.Event | None = None, shortcut: ShortcutFactory | None = None, *, answer_after_eof: bool = False
 ) -> AsyncIterator[tuple[Any, Any]]:
     """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport (and no shortcut) for files
     and ttys.
 
     Setting `stop` ends the input as if the agent had closed it: whoever reads the stream winds down the way it does
-    at the end of a session (a server returns from `run`), not by being cancelled.
+    at the end of a session (a server returns from `run`), not by being cancelled; the requests in flight are not
+    waited for. With `answer_after_eof`, the agent closing its input ends the read stream only once the requests
+    read before have been answered.
     """
     if not (is_pipe_or_socket(0) and is_pipe_or_socket(1)) or os.isatty(0):
         async with stdio_server() as (read, write):
-            if stop is None:
+            if stop is None and not answer_after_eof:
                 yield read, write
                 return
-            async with _ended_by(stop, read) as ending_read:
-                yield ending_read, write
+            async with _watched(read, write, stop, Unanswered() if answer_after_eof else None) as streams:
+                yield streams
         return
 
     async with (
         pipe_streams(*claim_stdio()) as (reader, writer),
-        session_streams(reader, writer, stop, shortcut) as streams,
+        session_streams(reader, writer, stop, shortcut, answer_after_eof=answer_after_eof) as streams,
     ):
         yield streams
 
 
 @asynccontextmanager
-async def _ended_by(stop: anyio.Event, read: Any) -> AsyncIterator[Any]:
-    """A copy of the `read` stream that ends when `stop` is set."""
+async def _watched(
+    read: Any, write: Any, stop: anyio.Event | None, unanswered: Unanswered | None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK transport's streams, copied: the read stream ends when `stop` is set, or at the end of the input once
+    `unanswered` (when given) has no request left; the copy of the write stream tells it what was answered."""
     to_reader, from_copy = anyio.create_memory_object_stream[SessionMessage | Exception](16)
 
-    async def copy() -> None:
+    async def copy_in() -> None:
         async with to_reader:
             with anyio.CancelScope() as reading:
 
                 async def on_stop() -> None:
+                    assert stop is not None
                     await stop.wait()
                     reading.cancel()
 
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(on_stop)
+                    if stop is not None:
+                        tg.start_soon(on_stop)
                     async for item in read:
+                        if unanswered is not None and isinstance(item, SessionMessage):
+                            unanswered.read(item.message)
                         await to_reader.send(item)
+                    if unanswered is not None:
+                        await unanswered.wait()
                     tg.cancel_scope.cancel()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(copy)
-        yield from_copy
+        tg.start_soon(copy_in)
+        if unanswered is None:
+            yield from_copy, write
+        else:
+            to_copy, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+            copied = anyio.Event()
+
+            async def copy_out() -> None:
+                try:
+                    async with write, from_server:
+                        async for item in from_server:
+                            unanswered.written(item.message)
+                            await write.send(item)
+                finally:
+                    copied.set()
+
+            tg.start_soon(copy_out)
+            yield from_copy, to_copy
+            # The server closes its write stream as it returns: what it wrote goes out before the transport closes.
+            with anyio.move_on_after(5):
+                await copied.wait()
         tg.cancel_scope.cancel()
 
 
@@ -143,10 +211,15 @@ async def session_streams(
     writer: asyncio.StreamWriter,
     stop: anyio.Event | None = None,
     shortcut: ShortcutFactory | None = None,
+    *,
+    answer_after_eof: bool = False,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`."""
+    """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`. At the end of
+    the input, the calls the shortcut runs are cut short, unless `answer_after_eof`: then the read stream ends once
+    they and the SDK session's requests are answered."""
     to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage | bytes](16)
+    unanswered = Unanswered() if answer_after_eof else None
 
     writer_done = anyio.Event()
 
@@ -170,11 +243,12 @@ async def session_streams(
         reading.cancel()
 
     async def _pump_stdin() -> None:
-        async with to_server:
+        # Leaving `calls` waits for the shortcut's calls; only then does `to_server` close (the session's end).
+        async with to_server, anyio.create_task_group() as calls:
             while True:
                 read = await _read_line(reader)
                 if read is None:
-                    return
+                    break
                 line, too_long = read
                 if not line.strip():
                     continue
@@ -183,15 +257,21 @@ async def session_streams(
                     if taken is True:
                         continue
                     if taken is not False:
-                        tg.start_soon(taken)
+                        calls.start_soon(taken)
                         continue
                 parsed = parse_line(line, too_long)
                 if isinstance(parsed, SessionMessage):
+                    if unanswered is not None:
+                        unanswered.read(parsed.message)
                     await to_server.send(parsed)
                 elif parsed is not None:
                     writer.write(parsed)
                     with contextlib.suppress(ConnectionError):
                         await writer.drain()
+            if unanswered is None:
+                calls.cancel_scope.cancel()
+            else:
+                await unanswered.wait()
 
     async def stdout_writer() -> None:
         try:
@@ -200,6 +280,8 @@ async def session_streams(
                     if isinstance(session_message, bytes):
                         writer.write(session_message)  # a line passed on as it came (the relay's answers)
                     else:
+                        if unanswered is not None:
+                            unanswered.written(session_message.message)
                         data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                         writer.write(data.encode("utf-8") + b"\n")
                     await writer.drain()

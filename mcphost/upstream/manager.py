@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mcphost.config.models import ServerConfig
+from mcphost.config.models import ServerConfig, launch_spec
 from mcphost.upstream.connection import (
     Connector,
     EventSink,
@@ -83,13 +83,15 @@ class UpstreamManager:
         return sink
 
     def apply(self, configs: Mapping[str, ServerConfig]) -> None:
-        """Start added servers, stop removed ones, restart changed ones; leave the unchanged ones alone."""
+        """Start added servers, stop removed ones, restart changed ones; leave the unchanged ones alone. Each
+        server runs and is compared by its launch spec: one that would start the same way is unchanged."""
         assert self._tg is not None, "use UpstreamManager as an async context manager"
+        launched = {name: launch_spec(config) for name, config in configs.items()}
         for name in list(self.servers):
-            if name not in configs or configs[name] != self.servers[name].config:
+            if name not in launched or launched[name] != self.servers[name].config:
                 # Out of the table first, so new calls go to the successor; calls in flight finish on this one.
                 self._tg.start_soon(self.servers.pop(name).retire, name=f"retire:{name}")
-        for name, config in configs.items():
+        for name, config in launched.items():
             if name not in self.servers:
                 server = UpstreamServer(name, config, self._sink(name), self._connect)
                 self.servers[name] = server
