@@ -1,11 +1,16 @@
 // The extension end to end, in a real VS Code: code-server with the built .vsix, driven in headless Chromium.
 //
 // It installs the extension, opens a workspace whose .venv holds mcphost and whose settings point at a config with
-// the bundled todo server upstream, and lets the extension start the real daemon. Then, as an agent would (with the
+// the bundled todo server upstream, while a terminal's `mcphost serve` runs for that config: the window attaches to
+// that daemon, and when it ends, the extension starts its own, the real daemon. Then, as an agent would (with the
 // MCP TypeScript SDK's client), it calls through the daemon's MCP endpoint: a write call, whose notification it
-// finds in the page and allows, and whose record it finds in the activity view (and opens); and a destructive call,
-// whose modal it finds and denies.
-// It also checks that the endpoint is registered with VS Code's MCP support. Screenshots go to the artifacts dir.
+// finds in the page, still there after VS Code would have hidden an ordinary one, brought back from the status bar,
+// and allowed, and whose record it finds in the activity view (and opens); and destructive calls, whose modal it
+// finds and denies, then allows.
+// It also checks that the endpoint is registered with VS Code's MCP support, that config errors are errors in the
+// daemon log, that a window attaches (on "Restart Daemon" too) to the daemon a terminal or another window runs for
+// the same config, whose prompts it answers, and that another program named mcphost is refused.
+// Screenshots go to the artifacts dir; with MCPHOST_E2E_DOC_IMAGES=docs/images, the ones the documentation shows go there too.
 //
 // Run it through e2e/run.sh, which installs the tools and sets MCPHOST_E2E_TOOLS, _VSIX and _MCPHOST.
 
@@ -22,6 +27,13 @@ const TOOLS = need('MCPHOST_E2E_TOOLS');
 const VSIX = need('MCPHOST_E2E_VSIX');
 const MCPHOST = need('MCPHOST_E2E_MCPHOST');
 const ARTIFACTS = path.resolve(process.env.MCPHOST_E2E_ARTIFACTS ?? path.join(HERE, 'artifacts'));
+// The screenshots README files show: committed, so they always show the extension as it is.
+// The documentation's pictures are refreshed only when asked (MCPHOST_E2E_DOC_IMAGES=docs/images), so that a test run
+// leaves the checkout as it found it.
+const DOC_IMAGES = process.env.MCPHOST_E2E_DOC_IMAGES ? path.resolve(process.env.MCPHOST_E2E_DOC_IMAGES) : null;
+const VIEWPORT = { width: 1280, height: 800 };
+/** VS Code hides an ordinary notification after 10 to 15 s; a prompt must outlast that. */
+const PROMPT_STAYS_MS = 15_000;
 const CHROMIUM = process.env.MCPHOST_E2E_CHROMIUM ?? '/usr/bin/chromium';
 const HEADFUL = process.env.MCPHOST_E2E_HEADFUL === '1';
 const CODE_SERVER = path.join(TOOLS, 'node_modules', 'code-server', 'out', 'node', 'entry.js');
@@ -127,18 +139,61 @@ function toast(page, text) {
   return page.locator('.notifications-toasts .notification-toast', { hasText: text });
 }
 
-async function shot(page, name) {
+async function shot(page, name, options = {}) {
   const file = path.join(ARTIFACTS, name);
-  await page.screenshot({ path: file });
+  await page.screenshot({ path: file, ...options });
   log(`  screenshot ${path.relative(process.cwd(), file)}`);
   return file;
 }
 
+/** A screenshot the documentation shows: among the artifacts, and copied to DOC_IMAGES when that is set. */
+async function docShot(page, name, options = {}) {
+  const file = path.join(ARTIFACTS, name);
+  await page.screenshot({ path: file, ...options });
+  if (DOC_IMAGES) {
+    fs.mkdirSync(DOC_IMAGES, { recursive: true });
+    fs.copyFileSync(file, path.join(DOC_IMAGES, name));
+  }
+  log(`  screenshot ${path.relative(process.cwd(), file)} (${Math.round(fs.statSync(file).size / 1024)} KB)`);
+}
+
+function activityRows(page) {
+  return page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Activity' }) }).locator('.monaco-list-row');
+}
+
 function activityRow(page, label, status) {
-  return page
-    .locator('.pane', { has: page.locator('.pane-header', { hasText: 'Activity' }) })
-    .locator('.monaco-list-row', { hasText: label })
-    .filter({ hasText: status });
+  return activityRows(page).filter({ hasText: label }).filter({ hasText: status });
+}
+
+/** The codicon a tree row shows (its ThemeIcon). */
+async function rowIcon(row) {
+  const classes = (await row.locator('.custom-view-tree-node-item-icon, .codicon').first().getAttribute('class')) ?? '';
+  return /codicon-([\w-]+)/.exec(classes.replace(/codicon-modifier-\w+/g, ''))?.[1];
+}
+
+/** Whether `text` in the row's description is shown in full (not cut off by the view's edge). */
+async function shownInFull(row, text) {
+  return row.evaluate((element, wanted) => {
+    const description = element.querySelector('.label-description');
+    const node = description?.firstChild;
+    const at = node?.textContent?.indexOf(wanted) ?? -1;
+    if (!description || !node || at < 0) {
+      return false;
+    }
+    const range = element.ownerDocument.createRange();
+    range.setStart(node, at);
+    range.setEnd(node, at + wanted.length);
+    const shown = element.querySelector('.monaco-icon-label-container') ?? element;
+    return range.getBoundingClientRect().right <= shown.getBoundingClientRect().right + 0.5;
+  }, text);
+}
+
+function requireText(what, text, expected) {
+  for (const part of expected) {
+    if (!text.includes(part)) {
+      throw new Error(`${what} lacks "${part}": ${text}`);
+    }
+  }
 }
 
 async function main() {
@@ -236,10 +291,24 @@ async function main() {
   let codeServer;
   let browser;
   let agent;
+  let terminalDaemon;
   const codeLog = fs.createWriteStream(path.join(ARTIFACTS, 'code-server.log'));
   const cleanup = async () => {
+    // The "mcphost" output channel (the extension's and its daemon's log), for a look after the scratch dir is gone.
+    try {
+      for (const file of fs.readdirSync(path.join(userData, 'logs'), { recursive: true })) {
+        if (String(file).endsWith('mcphost.log')) {
+          fs.copyFileSync(path.join(userData, 'logs', String(file)), path.join(ARTIFACTS, 'mcphost-output.log'));
+        }
+      }
+    } catch {
+      // no logs yet
+    }
     await agent?.close().catch(() => undefined);
     await browser?.close().catch(() => undefined);
+    if (terminalDaemon && terminalDaemon.exitCode === null && terminalDaemon.signalCode === null) {
+      terminalDaemon.kill('SIGTERM');
+    }
     if (codeServer && codeServer.exitCode === null) {
       try {
         process.kill(-codeServer.pid, 'SIGTERM');
@@ -255,7 +324,31 @@ async function main() {
     }
   };
 
+  // A daemon this window did not start, for the same config: a terminal's `mcphost serve`, as a second window gets
+  // the first one's. The window's own is then refused (exit status 3), and it attaches to that one's editor socket.
+  const configFile = path.join(ws, '.mcphost', 'config.toml');
+  const daemonEnv = { ...env, MCPHOST_DATA_DIR: data, MCPHOST_RUNTIME_DIR: runtime };
+  const statusJson = () =>
+    JSON.parse(execFileSync(MCPHOST, ['status', '-o', 'json'], { env: daemonEnv, encoding: 'utf8', timeout: 20_000 }));
+  const startTerminalDaemon = (name, extraArgs = []) => {
+    const out = fs.openSync(path.join(ARTIFACTS, `${name}.log`), 'w');
+    terminalDaemon = spawn(MCPHOST, ['serve', ...extraArgs, '--config', configFile], {
+      env: daemonEnv,
+      stdio: ['ignore', out, out],
+    });
+    const file = path.join(runtime, `daemon-${terminalDaemon.pid}.json`);
+    return until("the terminal daemon's discovery file", () => fs.existsSync(file) && JSON.parse(fs.readFileSync(file, 'utf8')));
+  };
+  const attachedToTerminalDaemon = () =>
+    until('the terminal daemon to list an editor attached through its socket', () =>
+      statusJson().daemons.find((d) => d.pid === terminalDaemon.pid)?.editors?.some((e) => e.transport === 'socket'),
+    );
+
   try {
+    await step('a terminal runs `mcphost serve` for the workspace\'s config before the editor starts', () =>
+      startTerminalDaemon('terminal-daemon-1'),
+    );
+
     await step('install the .vsix into code-server', () => {
       const out = execFileSync(process.execPath, [...codeArgs, '--install-extension', VSIX], { env, encoding: 'utf8' });
       if (!/successfully installed/i.test(out)) {
@@ -285,7 +378,7 @@ async function main() {
         ],
         env,
       });
-      const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
+      const context = await browser.newContext({ viewport: VIEWPORT });
       const p = await context.newPage();
       p.on('pageerror', (error) => fs.appendFileSync(path.join(ARTIFACTS, 'browser.log'), `pageerror: ${error}\n`));
       p.on('console', (msg) => fs.appendFileSync(path.join(ARTIFACTS, 'browser.log'), `${msg.type()}: ${msg.text()}\n`));
@@ -295,12 +388,20 @@ async function main() {
     });
 
     const statusItem = page.locator('.statusbar-item', { hasText: 'mcphost' });
-    await step('the extension starts the daemon: status bar shows 1/1 servers up', async () => {
-      await until(
-        'the status bar entry "mcphost 1/1"',
-        async () => /mcphost 1\/1/.test((await statusItem.allInnerTexts()).join(' ')),
-        90_000,
-      );
+    /** The status bar entry says 1/1 servers up, and whether the daemon is another's ($(link)) or the window's own. */
+    const upAndShared = async (shared) =>
+      /mcphost 1\/1/.test((await statusItem.allInnerTexts()).join(' ')) &&
+      ((await statusItem.locator('.codicon-link').count()) > 0) === shared;
+
+    await step("the window's own daemon is refused: it attaches to the terminal's (status bar: 1/1 servers up, shared)", async () => {
+      await until('the status bar entry "mcphost 1/1", with the shared daemon\'s link', () => upAndShared(true), 90_000);
+      await attachedToTerminalDaemon();
+    });
+
+    await step("the terminal's daemon ends: the extension starts the window's own (status bar: 1/1 servers up)", async () => {
+      terminalDaemon.kill('SIGTERM');
+      // The window's new daemon is refused until the old one lets go of the config, a moment after it closed.
+      await until('the status bar entry "mcphost 1/1", without the link', () => upAndShared(false), 60_000);
     });
 
     const daemonInfo = await step("read the daemon's discovery file (as an agent setup would)", async () => {
@@ -347,6 +448,13 @@ async function main() {
       return client;
     });
 
+    await step('open the activity view, where a waiting prompt gets a row', async () => {
+      await runCommand(page, 'mcphost: Show Activity');
+      await activityRow(page, 'upstream connected', 'todo').first().waitFor({ state: 'visible', timeout: 20_000 });
+      // Away from where notifications appear: a toast under the pointer is never hidden, which would prove nothing.
+      await page.mouse.move(VIEWPORT.width / 2, VIEWPORT.height / 3);
+    });
+
     const writeCall = callTool(
       agent,
       'call_tool_write',
@@ -356,26 +464,80 @@ async function main() {
     );
     writeCall.catch(() => undefined);
 
-    await step('the write prompt appears as a notification; click "Allow once"', async () => {
-      const prompt = toast(page, 'wants to write with todo:add_task');
-      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
-      const text = await prompt.innerText();
-      for (const expected of ['Allow once', 'Allow for this session', 'Always allow', 'Deny', 'Data: private']) {
-        if (!text.includes(expected)) {
-          throw new Error(`the write prompt lacks "${expected}": ${text}`);
-        }
-      }
+    const writePrompt = toast(page, 'asks to write with tool add_task of server todo');
+    const shownAt = await step('the write prompt appears as a notification that says what it asks and what each answer means', async () => {
+      await writePrompt.waitFor({ state: 'visible', timeout: 30_000 });
+      const at = Date.now();
+      const text = plainText(await writePrompt.innerText());
+      requireText('the write prompt', text, [
+        'mcphost: Agent "e2e-agent 1.0" asks to write with tool add_task of server todo.',
+        'Arguments: {"title":"Buy milk (e2e)"}.',
+        'Data: private.',
+        'Server annotations: not read-only, not destructive, closed world; mcphost recommends call_tool_write.',
+        '"Allow for this session" covers write calls to add_task from this agent session, until it disconnects.',
+        '"Always allow" covers write calls to add_task from any agent, until revoked or the server changes the tool.',
+        'Closing this denies.',
+        'Allow once',
+        'Allow for this session',
+        'Always allow',
+        'Deny',
+      ]);
       // The agent's text is shown as text: its markdown link is not a link.
-      if ((await prompt.locator('.notification-list-item-message a').count()) > 0) {
+      if ((await writePrompt.locator('.notification-list-item-message a').count()) > 0) {
         throw new Error("the agent's reason was rendered as a link");
       }
       if (!text.includes('[add] (command:workbench.action.reloadWindow)')) {
         throw new Error(`the agent's reason is not shown as plain text: ${text}`);
       }
-      await page.waitForTimeout(600); // let the toast finish sliding in
-      await shot(page, '02-write-prompt.png');
-      await prompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
-      await prompt.waitFor({ state: 'detached', timeout: 10_000 });
+      return at;
+    });
+
+    await step('while it waits: a row in the activity view, and the status bar entry says so loudly', async () => {
+      const waiting = activityRow(page, 'todo:add_task', 'waiting for an answer').first();
+      await waiting.waitFor({ state: 'visible', timeout: 10_000 });
+      const icon = await rowIcon(waiting);
+      if (icon !== 'bell-dot') {
+        throw new Error(`the waiting row shows the icon ${icon}, not bell-dot`);
+      }
+      await until(
+        'the status bar entry to show 1 prompt waiting on a warning background',
+        async () => /1 prompt waiting/.test((await statusItem.allInnerTexts()).join(' ')) &&
+          (await page.locator('.statusbar-item.warning-kind', { hasText: 'mcphost' }).count()) === 1,
+        10_000,
+      );
+    });
+
+    await step(`the write prompt is still on screen ${PROMPT_STAYS_MS / 1000} s later`, async () => {
+      await page.waitForTimeout(Math.max(0, shownAt + PROMPT_STAYS_MS - Date.now()));
+      if (!(await writePrompt.isVisible())) {
+        await shot(page, 'failure-prompt-hidden.png');
+        throw new Error(`the write prompt left the screen within ${PROMPT_STAYS_MS / 1000} s while the call still waits`);
+      }
+      await docShot(page, 'vscode-write-prompt.png');
+    });
+
+    await step('hidden (Escape), the prompt comes back with a click on the status bar entry', async () => {
+      await page.locator('.editor-group-container').first().click({ position: { x: 200, y: 200 } });
+      await page.keyboard.press('Escape');
+      await writePrompt.waitFor({ state: 'hidden', timeout: 10_000 });
+      await statusItem.first().hover();
+      await page.locator('.monaco-hover, .workbench-hover').filter({ hasText: 'oldest prompt' }).first().waitFor({
+        state: 'visible',
+        timeout: 10_000,
+      });
+      await docShot(page, 'vscode-status-item.png', {
+        clip: { x: 0, y: VIEWPORT.height - 150, width: VIEWPORT.width / 2, height: 150 },
+      });
+      await statusItem.first().click();
+      await writePrompt.waitFor({ state: 'visible', timeout: 10_000 });
+      await page.mouse.move(VIEWPORT.width / 2, VIEWPORT.height / 3);
+      await shot(page, '02-write-prompt-shown-again.png');
+    });
+
+    await step('click "Allow once": the waiting row goes', async () => {
+      await writePrompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
+      await writePrompt.waitFor({ state: 'detached', timeout: 10_000 });
+      await until('the waiting row to go', async () => (await activityRow(page, 'todo:add_task', 'waiting').count()) === 0, 10_000);
     });
 
     const added = await step('the call succeeds', async () => {
@@ -407,35 +569,37 @@ async function main() {
       await shot(page, '04-activity-record.png');
     });
 
-    const deleteCall = callTool(
-      agent,
-      'call_tool_destructive',
-      'todo:delete_task',
-      { task_id: added.id },
-      { operation_type: 'destructive', data_sensitivity: 'internal', reason: 'Tidying up the list' },
-    );
+    const deleteTask = (reason) =>
+      callTool(agent, 'call_tool_destructive', 'todo:delete_task', { task_id: added.id }, {
+        operation_type: 'destructive',
+        data_sensitivity: 'internal',
+        reason,
+      });
+    const dialog = page.locator('.monaco-dialog-box');
+    const deleteCall = deleteTask('Tidying up the list');
     deleteCall.catch(() => undefined);
 
-    await step('the destructive call gets a modal warning; click "Deny"', async () => {
-      const dialog = page.locator('.monaco-dialog-box');
+    await step('the destructive call gets a modal that names the agent, with Deny as its only way out (no Cancel)', async () => {
       await dialog.waitFor({ state: 'visible', timeout: 30_000 });
-      const text = await dialog.innerText();
-      for (const expected of [
-        'todo:delete_task',
+      const text = plainText(await dialog.innerText());
+      requireText('the destructive prompt', text, [
+        'mcphost: Agent "e2e-agent 1.0" asks to make a destructive call to todo:delete_task. Allow it?',
+        'Agent: e2e-agent 1.0',
+        'Server: todo',
+        'Tool: delete_task (called as call_tool_destructive)',
+        'Server annotations: not read-only, destructive',
         'Data sensitivity: internal',
         'Tidying up the list',
         added.id,
-        'Deny',
-        'Allow once: todo:delete_task',
-      ]) {
-        if (!text.includes(expected)) {
-          throw new Error(`the destructive prompt lacks "${expected}": ${text}`);
-        }
+        '"Allow for this session" covers destructive calls to delete_task from this agent session, until it disconnects.',
+        'Deny, Escape or closing this dialog denies the call',
+      ]);
+      const buttons = (await dialog.locator('.monaco-button').allInnerTexts()).map((b) => b.trim()).sort();
+      const expected = ['Allow for this session: todo:delete_task', 'Allow once: todo:delete_task', 'Deny'];
+      if (JSON.stringify(buttons) !== JSON.stringify(expected)) {
+        throw new Error(`the destructive prompt's buttons are ${JSON.stringify(buttons)}, not ${JSON.stringify(expected)}`);
       }
-      if (text.includes('Always allow')) {
-        throw new Error('the destructive prompt offers "Always allow", which the daemon did not allow');
-      }
-      await shot(page, '05-destructive-modal.png');
+      await docShot(page, 'vscode-destructive-modal.png');
       await dialog.locator('.monaco-button', { hasText: /^Deny$/ }).click();
       await dialog.waitFor({ state: 'detached', timeout: 10_000 });
     });
@@ -447,18 +611,44 @@ async function main() {
         throw new Error(`expected PERMISSION_DENIED, got ${JSON.stringify(result).slice(0, 500)}`);
       }
       await activityRow(page, 'todo:delete_task', 'denied').first().waitFor({ state: 'visible', timeout: 20_000 });
-      await shot(page, '06-denied-in-activity-view.png');
+    });
+
+    await step('asked again, "Allow once" in the modal lets the delete through', async () => {
+      const again = deleteTask('The user confirmed it');
+      again.catch(() => undefined);
+      await dialog.waitFor({ state: 'visible', timeout: 30_000 });
+      await dialog.locator('.monaco-button', { hasText: /^Allow once: todo:delete_task$/ }).click();
+      await dialog.waitFor({ state: 'detached', timeout: 10_000 });
+      const result = await again;
+      if (result.isError) {
+        throw new Error(`the allowed delete failed: ${textOf(result)}`);
+      }
+    });
+
+    await step('the activity view: a denied and an allowed delete look different, with their durations in full', async () => {
+      const denied = activityRow(page, 'todo:delete_task', 'denied').first();
+      const allowed = activityRow(page, 'todo:delete_task', 'ok').first();
+      await allowed.waitFor({ state: 'visible', timeout: 20_000 });
+      const icons = { denied: await rowIcon(denied), allowed: await rowIcon(allowed), write: await rowIcon(activityRow(page, 'todo:add_task', 'ok').first()) };
+      if (icons.denied !== 'circle-slash' || icons.allowed !== 'pass' || icons.write !== 'pass') {
+        throw new Error(`expected circle-slash for denied and pass for allowed calls, got ${JSON.stringify(icons)}`);
+      }
+      for (const row of [denied, allowed]) {
+        const text = plainText(await row.innerText());
+        const duration = /\d+(?:\.\d+)? (?:ms|s)\b|\d+ min \d+(?:\.\d+)? s/.exec(text)?.[0];
+        if (!duration || !(await shownInFull(row, duration))) {
+          throw new Error(`the row "${text}" does not show its duration in full`);
+        }
+      }
+      await shot(page, '06-denied-and-allowed-in-activity-view.png');
     });
 
     await step('the activity view filters by intent', async () => {
       await runCommand(page, 'mcphost: Filter by Intent');
       await page.locator('.quick-input-list .monaco-list-row', { hasText: 'destructive calls' }).first().click();
-      await until('only the destructive call to be listed', async () => {
-        const rows = await page
-          .locator('.pane', { has: page.locator('.pane-header', { hasText: 'Activity' }) })
-          .locator('.monaco-list-row')
-          .allInnerTexts();
-        return rows.length === 1 && rows[0].includes('todo:delete_task');
+      await until('only the destructive calls to be listed', async () => {
+        const rows = await activityRows(page).allInnerTexts();
+        return rows.length === 2 && rows.every((row) => row.includes('todo:delete_task'));
       });
       await runCommand(page, 'mcphost: Filter by Intent');
       await page.locator('.quick-input-list .monaco-list-row', { hasText: 'all intents' }).first().click();
@@ -466,10 +656,14 @@ async function main() {
 
     await step('remembered approvals are listed through the daemon (none yet)', async () => {
       await runCommand(page, 'mcphost: List and Revoke Remembered Approvals');
-      await toast(page, 'no remembered approvals').first().waitFor({ state: 'visible', timeout: 10_000 });
+      const none = toast(page, 'no remembered approvals').first();
+      await none.waitFor({ state: 'visible', timeout: 10_000 });
+      // Closed, so that it is not in the pictures that follow (its close button shows on hover).
+      await none.hover();
+      await none.locator('.codicon-notifications-clear').click();
+      await none.waitFor({ state: 'detached', timeout: 10_000 });
     });
 
-    const configFile = path.join(ws, '.mcphost', 'config.toml');
     const goodConfig = fs.readFileSync(configFile, 'utf8');
     const problems = page.locator('#status\\.problems');
     await step('a config error shows as a diagnostic in config.toml ("mcphost: Open Config")', async () => {
@@ -481,9 +675,31 @@ async function main() {
       await shot(page, '07-config-diagnostic.png');
     });
 
+    await step('the config error is an error in the daemon log too, its issue included', async () => {
+      await runCommand(page, 'mcphost: Show Daemon Log');
+      const output = page.locator('.part.panel .view-lines');
+      await until(
+        'the rejected config at error level in the "mcphost" output channel',
+        async () => {
+          const text = plainText(await output.first().innerText());
+          return (
+            // (a long line wraps in the view)
+            /\[error\] mcphost: \S*config\.toml: invalid\s+config \(1 problem\)/.test(text) &&
+            /\[error\]\s+line 2, column 1: permissions\.bogus_key/.test(text) &&
+            !/\[info\][^\n]*invalid\s+config/.test(text)
+          );
+        },
+        20_000,
+      );
+      await shot(page, '07b-config-error-in-log.png');
+    });
+
     await step('a prompt the daemon withdraws (it expired) disappears', async () => {
-      fs.writeFileSync(configFile, goodConfig.replace('prompt_timeout = 120', 'prompt_timeout = 3'));
+      fs.writeFileSync(configFile, goodConfig.replace('prompt_timeout = 120', 'prompt_timeout = 5'));
       await until('the config error to clear', async () => /^\s*0\s+0\s*$/.test(await problems.innerText()), 30_000);
+      // The config and the log name this machine's paths: out of the documentation's picture.
+      await runCommand(page, 'View: Close All Editors');
+      await runCommand(page, 'View: Hide Panel');
       const expiring = callTool(
         agent,
         'call_tool_write',
@@ -494,6 +710,11 @@ async function main() {
       expiring.catch(() => undefined);
       const prompt = toast(page, 'Nobody answers this one');
       await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      // Every kind of row at once, for the documentation: a waiting prompt, allowed, denied, config events.
+      await activityRow(page, 'todo:add_task', 'waiting for an answer').first().waitFor({ state: 'visible', timeout: 3_000 });
+      await page.mouse.move(VIEWPORT.width / 2, VIEWPORT.height / 3);
+      await page.waitForTimeout(600); // let the toast finish sliding in
+      await docShot(page, 'vscode-activity-view.png');
       await prompt.waitFor({ state: 'hidden', timeout: 15_000 });
       const result = await expiring;
       const code = result.structuredContent?.error?.code;
@@ -518,6 +739,92 @@ async function main() {
         20_000,
       );
       await shot(page, '09-daemon-log.png');
+    });
+
+    // Again while the window runs its own: a terminal daemon started beside it (--allow-second), and "Restart
+    // Daemon", whose new daemon is refused.
+    const terminal = await step('a terminal starts a daemon for the same config; "Restart Daemon" attaches the window to it', async () => {
+      fs.writeFileSync(configFile, goodConfig);
+      const info = await startTerminalDaemon('terminal-daemon-2', ['--allow-second']);
+      await runCommand(page, 'mcphost: Restart Daemon');
+      await until('the status bar entry "mcphost 1/1", with the shared daemon\'s link', () => upAndShared(true), 60_000);
+      // (The window may first attach to its own old daemon, still on its way out when the new one was refused.)
+      await attachedToTerminalDaemon();
+      await runCommand(page, 'mcphost: Show Daemon Log');
+      const output = page.locator('.part.panel .view-lines');
+      await until(
+        'the log to say that this window uses the terminal\'s daemon',
+        async () =>
+          plainText(await output.first().innerText())
+            .replace(/\s+/g, ' ')
+            .includes(`this window uses the daemon started by another window or terminal (pid ${terminalDaemon.pid})`),
+        10_000,
+      );
+      await statusItem.first().hover();
+      await page.locator('.monaco-hover, .workbench-hover').filter({ hasText: 'another window or terminal' }).first().waitFor({
+        state: 'visible',
+        timeout: 10_000,
+      });
+      await shot(page, '11-attached-to-terminal-daemon.png');
+      await page.mouse.move(VIEWPORT.width / 2, VIEWPORT.height / 3);
+      return info;
+    });
+
+    await step("an agent of the terminal's daemon gets its prompt answered in the window", async () => {
+      const termAgent = await connectAgent(terminal.mcp.url, terminal.mcp.headers);
+      try {
+        const call = callTool(termAgent, 'call_tool_write', 'todo:add_task', { title: 'Asked through a shared daemon' }, {
+          operation_type: 'write',
+          reason: 'Testing a shared daemon',
+        });
+        call.catch(() => undefined);
+        const prompt = toast(page, 'Asked through a shared daemon');
+        await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+        await prompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
+        const result = await call;
+        if (result.isError) {
+          throw new Error(`the call through the shared daemon failed: ${textOf(result)}`);
+        }
+      } finally {
+        await termAgent.close().catch(() => undefined);
+      }
+    });
+
+    await step("when the terminal's daemon ends, the window starts its own again", async () => {
+      terminalDaemon.kill('SIGTERM');
+      await until('the status bar entry "mcphost 1/1", without the link', () => upAndShared(false), 60_000);
+      const daemons = await until('one daemon, of this window (through stdio)', () => {
+        const listed = statusJson().daemons;
+        return listed.length === 1 && listed[0].pid !== terminalDaemon.pid && listed[0].editors?.some((e) => e.transport === 'stdio') && listed;
+      }, 20_000);
+      log(`  the window's own daemon: pid ${daemons[0].pid}`);
+    });
+
+    await step('another program named mcphost is refused, saying what it is and how to fix it', async () => {
+      // What `mcphost --version` of the Go MCP host of the same name prints.
+      const impostor = path.join(scratch, 'other', 'mcphost');
+      fs.mkdirSync(path.dirname(impostor), { recursive: true });
+      fs.writeFileSync(impostor, '#!/bin/sh\necho "mcphost version v0.7.2"\n', { mode: 0o755 });
+      const settingsFile = path.join(ws, '.vscode', 'settings.json');
+      const settings = JSON.parse(fs.readFileSync(settingsFile, 'utf8'));
+      fs.writeFileSync(settingsFile, JSON.stringify({ ...settings, 'mcphost.path': impostor }, null, 2));
+      const restart = toast(page, 'the daemon settings changed');
+      await restart.waitFor({ state: 'visible', timeout: 30_000 });
+      await restart.locator('.monaco-button', { hasText: /^Restart Daemon$/ }).click();
+      const refused = toast(page, "is not this project's mcphost");
+      await refused.waitFor({ state: 'visible', timeout: 30_000 });
+      requireText('the refusal', plainText(await refused.innerText()), [
+        `${impostor} (found via mcphost.path)`,
+        'its `--version` says "mcphost version v0.7.2"',
+        "Point mcphost.path at this project's mcphost, or install this project's mcphost from its source",
+        'pip install -e <checkout>',
+      ]);
+      await until('the status bar to show the daemon is not running', async () =>
+        /mcphost/.test((await statusItem.allInnerTexts()).join(' ')) &&
+        (await page.locator('.statusbar-item.error-kind', { hasText: 'mcphost' }).count()) === 1,
+      );
+      await page.waitForTimeout(600); // let the toast finish sliding in
+      await shot(page, '10-other-mcphost-refused.png');
     });
 
     log(`PASS in ${((Date.now() - started) / 1000).toFixed(1)} s`);

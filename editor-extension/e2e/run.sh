@@ -6,7 +6,8 @@
 #
 # Environment: MCPHOST_E2E_CACHE (default ~/.cache/mcphost-e2e), MCPHOST_E2E_MCPHOST (an mcphost executable to
 # use instead of the checkout's .venv or a cached venv of the checkout), MCPHOST_E2E_ARTIFACTS (screenshots and
-# logs; default editor-extension/e2e/artifacts), MCPHOST_E2E_HEADFUL=1 (debugging, with a display).
+# logs; default editor-extension/e2e/artifacts), MCPHOST_E2E_DOC_IMAGES (also copy the README's pictures there, e.g.
+# docs/images), MCPHOST_E2E_HEADFUL=1 (debugging, with a display).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +17,8 @@ CACHE="${MCPHOST_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcphost-e2e}"
 export MCPHOST_E2E_CACHE="$CACHE"
 started=$(date +%s)
 say() { echo "e2e: $*" >&2; }
+# Relative to where the command was run, not to the folder the test runs in.
+if [ -n "${MCPHOST_E2E_DOC_IMAGES:-}" ]; then export MCPHOST_E2E_DOC_IMAGES=$(realpath -m "$MCPHOST_E2E_DOC_IMAGES"); fi
 
 # 1. Chromium, Node 24, code-server, playwright-core, the MCP SDK (exit 3: they cannot be had here: the test is skipped)
 set +e

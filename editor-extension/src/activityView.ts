@@ -1,26 +1,57 @@
 /**
- * The activity view: live records from `mcphost/activity`, newest first, with the intent icon, status and time, a
+ * The activity view: a row for each prompt waiting for an answer (from the daemon's status; click to show it), then
+ * live records from `mcphost/activity`, newest first, with an icon per outcome, status, duration, intent and time, a
  * filter by intent, and the full record (`mcphost activity show ID`) on click, in a read-only text document.
  */
 
 import { execFile } from 'node:child_process';
 import * as vscode from 'vscode';
 
-import type { ActivityRecord } from './protocol';
-import { type IntentFilter, INTENTS, RecordList, filterLabel, formatRecord } from './records';
+import type { ActivityRecord, PendingPrompt, PermissionRequest } from './protocol';
+import {
+  type IntentFilter,
+  INTENTS,
+  RecordList,
+  type RecordView,
+  filterLabel,
+  formatRecord,
+  formatWaiting,
+  waitingMatchesFilter,
+} from './records';
 import { commandArgs, type McphostCommand } from './settings';
 
 export const VIEW_ID = 'mcphost.activity';
 export const RECORD_SCHEME = 'mcphost-activity';
 
-export class ActivityTree implements vscode.TreeDataProvider<ActivityRecord> {
+export type ActivityItem = { kind: 'record'; record: ActivityRecord } | { kind: 'waiting'; prompt: PendingPrompt };
+
+export class ActivityTree implements vscode.TreeDataProvider<ActivityItem> {
   private readonly records: RecordList;
+  private waiting: PendingPrompt[] = [];
   private filter: IntentFilter = 'all';
   private readonly changeEmitter = new vscode.EventEmitter<void>();
   readonly onDidChangeTreeData = this.changeEmitter.event;
 
-  constructor(maxRecords: number) {
+  /** `request` gives what this editor knows of a waiting prompt (the agent, its reason), for the row's tooltip. */
+  constructor(
+    maxRecords: number,
+    private readonly request: (id: string) => PermissionRequest | undefined = () => undefined,
+  ) {
     this.records = new RecordList(maxRecords);
+  }
+
+  /** The prompts waiting for an answer, as the daemon last reported them (oldest first). */
+  setWaiting(prompts: PendingPrompt[]): void {
+    const key = (list: PendingPrompt[]) => list.map((p) => p.id).join(' ');
+    if (key(prompts) === key(this.waiting)) {
+      return;
+    }
+    this.waiting = [...prompts];
+    this.changeEmitter.fire();
+  }
+
+  refresh(): void {
+    this.changeEmitter.fire();
   }
 
   add(record: ActivityRecord): void {
@@ -56,26 +87,42 @@ export class ActivityTree implements vscode.TreeDataProvider<ActivityRecord> {
     return this.records.list(this.filter).length;
   }
 
-  getChildren(element?: ActivityRecord): ActivityRecord[] {
-    return element ? [] : this.records.list(this.filter);
+  getChildren(element?: ActivityItem): ActivityItem[] {
+    if (element) {
+      return [];
+    }
+    return [
+      ...this.waiting.filter((p) => waitingMatchesFilter(p, this.filter)).map((prompt) => ({ kind: 'waiting', prompt }) as const),
+      ...this.records.list(this.filter).map((record) => ({ kind: 'record', record }) as const),
+    ];
   }
 
-  getTreeItem(record: ActivityRecord): vscode.TreeItem {
-    const view = formatRecord(record);
-    // Labels, descriptions and string tooltips are plain text in a tree: nothing the agent wrote is rendered.
-    const item = new vscode.TreeItem(view.label, vscode.TreeItemCollapsibleState.None);
+  getTreeItem(element: ActivityItem): vscode.TreeItem {
+    if (element.kind === 'waiting') {
+      const { prompt } = element;
+      const item = treeItem(formatWaiting(prompt, this.request(prompt.id)));
+      item.id = `prompt:${prompt.id}`;
+      item.contextValue = 'prompt';
+      item.command = { command: 'mcphost.showPrompts', title: 'Show Waiting Prompt', arguments: [prompt.id] };
+      return item;
+    }
+    const { record } = element;
+    const item = treeItem(formatRecord(record));
     item.id = record.id;
-    item.description = view.description;
-    item.tooltip = view.tooltip;
-    item.iconPath = new vscode.ThemeIcon(
-      view.icon.id,
-      view.icon.color ? new vscode.ThemeColor(view.icon.color) : undefined,
-    );
     item.contextValue = `record.${record.type}`;
-    item.accessibilityInformation = { label: `${view.label}, ${view.description}` };
     item.command = { command: 'mcphost.activity.show', title: 'Show Activity Record', arguments: [record.id] };
     return item;
   }
+}
+
+function treeItem(view: RecordView): vscode.TreeItem {
+  // Labels, descriptions and string tooltips are plain text in a tree: nothing the agent wrote is rendered.
+  const item = new vscode.TreeItem(view.label, vscode.TreeItemCollapsibleState.None);
+  item.description = view.description;
+  item.tooltip = view.tooltip;
+  item.iconPath = new vscode.ThemeIcon(view.icon.id, view.icon.color ? new vscode.ThemeColor(view.icon.color) : undefined);
+  item.accessibilityInformation = { label: `${view.label}, ${view.description}` };
+  return item;
 }
 
 /** Read-only documents with one record each: mcphost-activity:/<id>.txt */
@@ -108,13 +155,14 @@ export class RecordDocuments implements vscode.TextDocumentContentProvider {
   }
 }
 
-/** Runs one mcphost command (same executable, config and environment as the daemon) and returns its stdout. */
-export function runCli(command: McphostCommand, args: string[], timeoutMs = 15_000): Promise<string> {
+/** Runs one mcphost command (same executable, config and environment as the daemon; `cwd` too, where relative paths
+ * in that environment must mean the same) and returns its stdout. */
+export function runCli(command: McphostCommand, args: string[], timeoutMs = 15_000, cwd?: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(
       command.command,
       commandArgs(command, args),
-      { env: { ...process.env, ...command.env }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      { env: { ...process.env, ...command.env }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, ...(cwd ? { cwd } : {}) },
       (error, stdout, stderr) => {
         if (error) {
           reject(new Error(stderr.trim() || error.message));

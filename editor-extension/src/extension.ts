@@ -15,7 +15,7 @@ import { PromptPresenter } from './promptUi';
 import type { GrantInfo } from './protocol';
 import { formatTime } from './records';
 import { DAEMON_SETTINGS, commandArgs, shellLine } from './settings';
-import { readSettings, resolveMcphost, settingsChanged } from './workspaceSettings';
+import { readSettings, settingsChanged } from './workspaceSettings';
 
 const TERMINAL_NAME = 'mcphost log';
 
@@ -34,7 +34,7 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   context.subscriptions.push(daemon, presenter);
 
   // ---- activity view
-  const tree = new ActivityTree(readSettings().activityMaxRecords);
+  const tree = new ActivityTree(readSettings().activityMaxRecords, (id) => presenter.request(id));
   const view = vscode.window.createTreeView(VIEW_ID, { treeDataProvider: tree, showCollapseAll: false });
   const updateViewTitle = () => {
     const filter = tree.currentFilter;
@@ -45,7 +45,12 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   context.subscriptions.push(
     view,
     daemon.onActivity((record) => tree.add(record)),
-    daemon.onDidChangeStatus(() => updateViewTitle()),
+    // The daemon's status may list a prompt before its request reaches this editor: its row's tooltip catches up.
+    presenter.onDidChangePending(() => tree.refresh()),
+    daemon.onDidChangeStatus((status) => {
+      tree.setWaiting(Array.isArray(status?.prompts) ? status.prompts : []);
+      updateViewTitle();
+    }),
     vscode.workspace.registerTextDocumentContentProvider(
       RECORD_SCHEME,
       new RecordDocuments(tree, () => daemon.command, daemon.log),
@@ -74,8 +79,14 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   register('mcphost.restart', () => daemon.restart());
   register('mcphost.showDaemonLog', () => daemon.log.show(true));
   register('mcphost.showActivity', async () => {
-    presenter.showPending();
+    await presenter.show();
     await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+  });
+  register('mcphost.showPrompts', async (id?: string) => {
+    if (!(await presenter.show(typeof id === 'string' ? id : undefined))) {
+      // Shown somewhere else (another editor, `mcphost approve`), or answered meanwhile: the view says which.
+      await vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+    }
   });
   register('mcphost.activity.show', async (id: string) => {
     const doc = await vscode.workspace.openTextDocument(RecordDocuments.uri(id));
@@ -103,8 +114,8 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
     }
     await openFile(file, 'the activity log');
   });
-  register('mcphost.tailLog', () => {
-    const resolved = resolveMcphost();
+  register('mcphost.tailLog', async () => {
+    const resolved = await daemon.resolveVerified();
     if (!resolved.ok) {
       void vscode.window.showErrorMessage(`mcphost: ${resolved.error}`);
       return;
@@ -137,7 +148,7 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   );
 
   async function cliOutput(args: string[]): Promise<string | undefined> {
-    const resolved = resolveMcphost();
+    const resolved = await daemon.resolveVerified();
     if (!resolved.ok) {
       void vscode.window.showErrorMessage(`mcphost: ${resolved.error}`);
       return undefined;
@@ -228,7 +239,8 @@ async function revokeAll(daemon: Daemon): Promise<void> {
 }
 
 export function deactivate(): Promise<void> | undefined {
-  // Closing the channel ends the daemon (it exits when its editor goes away).
+  // Closing the channel ends this window's own daemon (it exits when its editor goes away), or only detaches this
+  // window from the daemon of another window or a terminal.
   const daemon = active;
   active = undefined;
   return daemon?.stop();

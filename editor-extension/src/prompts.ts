@@ -2,9 +2,15 @@
  * Permission prompts, pure: from a `mcphost/permissionRequest` to the words and choices a person sees, and from
  * the choice they make to the answer the daemon gets. No vscode API here (src/promptUi.ts shows what this builds).
  *
- * Everything the agent wrote (the reason, the arguments) is untrusted. It only ever goes into plain-text fields
- * (a message, a modal's detail), never into markdown, and it is cut to a bounded length and stripped of control
- * characters so that it cannot push the real question off the screen or fake a line of the prompt.
+ * Everything the agent wrote (the reason, the arguments, its client name) is untrusted. It only ever goes into
+ * plain-text fields (a message, a modal's detail), never into markdown, and it is cut to a bounded length and
+ * stripped of control characters so that it cannot push the real question off the screen or fake a line of the
+ * prompt.
+ *
+ * What the remember choices are said to cover follows the daemon's grants (mcphost/approval/grants.py): a grant is
+ * for one server:tool called through one variant; a session grant holds for the agent session that got it (an
+ * agent's connection: it ends when the agent disconnects, and with the daemon), an `always` grant for every agent
+ * until it is revoked, and either is dropped when the server changes the tool's description, schema or annotations.
  */
 
 import type { PermissionRequest, PermissionResponse, Remember } from './protocol';
@@ -15,16 +21,22 @@ export interface PromptChoice {
   /** The button's label. */
   label: string;
   response: PermissionResponse;
+  /** The modal's close button (Escape, the dialog's X): VS Code adds no Cancel of its own beside it. */
+  closeAffordance?: boolean;
 }
 
 export interface PromptSpec {
   kind: PromptKind;
-  severity: 'info' | 'warning';
-  /** The notification's text, or the modal's headline. Plain text. */
+  /** A notification is always an error-severity one: the only kind VS Code keeps on screen (see promptUi.ts). */
+  severity: 'error' | 'warning';
+  /** The notification's text, or the modal's headline. Plain text; VS Code shows a notification's newlines as
+   * spaces, so a notification is built of short sentences, one thing each. */
   message: string;
+  /** The notification's sentences (message is them joined), or the modal's detail lines: for tests and logs. */
+  lines: string[];
   /** Modal only: the body under the headline. Plain text. */
   detail?: string;
-  /** The buttons, in order; the first one of a modal is its default (Enter). */
+  /** The buttons, in order. */
   choices: PromptChoice[];
   /** What closing the prompt without a choice (Escape, the close button) means. */
   dismissed: PermissionResponse;
@@ -32,19 +44,24 @@ export interface PromptSpec {
 
 export const DENY: PermissionResponse = { decision: 'deny', remember: 'once' };
 
+/** VS Code cuts a notification's message at 1000 characters; the agent's text gives way first to stay under. */
+export const NOTIFICATION_MAX = 990;
+
 export const LIMITS = {
   /** The reason as shown (the daemon accepts up to 1000 characters). */
   reason: 600,
-  /** The reason on a notification (VS Code cuts a notification at 1000 characters). */
-  reasonInline: 300,
+  /** The reason on a notification, before the message's budget cuts it further. */
+  reasonInline: 240,
   /** One warning on a notification (two at most are shown there). */
   warningInline: 150,
   /** The arguments' JSON in a modal. */
   arguments: 1200,
-  /** The arguments' JSON on a notification's single line. */
-  argumentsInline: 160,
+  /** The arguments' JSON on a notification. */
+  argumentsInline: 200,
   /** Any other short field (server, tool, sensitivity, client). */
   field: 120,
+  /** A name on a notification (server, tool, the agent's client). */
+  fieldInline: 60,
 } as const;
 
 const ALLOW_LABELS: Record<Remember, string> = {
@@ -95,8 +112,8 @@ export function argumentsText(request: PermissionRequest, max: number, pretty = 
   return '(none)';
 }
 
-export function qualifiedName(request: Pick<PermissionRequest, 'server' | 'tool'>): string {
-  return `${plain(request.server, LIMITS.field)}:${plain(request.tool, LIMITS.field)}`;
+export function qualifiedName(request: Pick<PermissionRequest, 'server' | 'tool'>, max: number = LIMITS.field): string {
+  return `${plain(request.server, max)}:${plain(request.tool, max)}`;
 }
 
 /** Seconds left until `expires_at`, or undefined if it does not parse. */
@@ -108,15 +125,23 @@ export function secondsLeft(expiresAt: string, now: Date): number | undefined {
   return Math.max(0, Math.round((end - now.getTime()) / 1000));
 }
 
-function expiryText(request: PermissionRequest, now: Date): string | undefined {
+function waitText(request: PermissionRequest, now: Date): string | undefined {
   const left = secondsLeft(request.expires_at, now);
   if (left === undefined) {
     return undefined;
   }
-  if (left >= 120) {
-    return `waits ${Math.round(left / 60)} min`;
+  return left >= 120 ? `${Math.round(left / 60)} min` : `${left} s`;
+}
+
+/** How long nobody must have typed before a modal prompt opens (see promptUi.ts). */
+export const TYPING_QUIET_MS = 1500;
+
+/** Milliseconds still to wait for a pause in typing, after the last edit at `lastEditAt` (0: open now). */
+export function typingPause(lastEditAt: number | undefined, now: number, quietMs: number = TYPING_QUIET_MS): number {
+  if (lastEditAt === undefined) {
+    return 0;
   }
-  return `waits ${left} s`;
+  return Math.max(0, lastEditAt + quietMs - now);
 }
 
 /** Which remember scopes to offer, in order: the daemon's list, known values only, always including once. */
@@ -149,44 +174,133 @@ function operationWord(request: PermissionRequest): string {
   }
 }
 
-function agentName(request: PermissionRequest): string {
-  const client = plain(request.client, LIMITS.field);
-  return client ? `The agent (${client})` : 'An agent';
+/** Who asks: the agent's MCP client as it named itself (its own words, so quoted), or that it gave no name. */
+export function agentName(request: Pick<PermissionRequest, 'client'>, max: number = LIMITS.field): string {
+  const client = plain(request.client, max);
+  return client ? `agent "${client}"` : 'an agent that gave no name';
 }
 
-export function buildPrompt(request: PermissionRequest, now: Date = new Date()): PromptSpec {
-  const kind = promptKind(request);
+function capitalized(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/** What a grant is keyed on besides the tool: the variant the agent called ("write calls", "destructive calls"). */
+function callsWord(request: PermissionRequest): string {
+  const kind = /^call_tool_(\w+)$/.exec(request.variant)?.[1];
+  return kind ? `${plain(kind, 20)} calls` : `calls through ${plain(request.variant, LIMITS.field)}`;
+}
+
+/** The hints the server gave (as mcphost acts on them, after config overrides), in words. */
+export function annotationsText(annotations: unknown): string {
+  const hints = typeof annotations === 'object' && annotations !== null ? (annotations as Record<string, unknown>) : {};
+  const words: string[] = [];
+  const hint = (key: string, yes: string, no?: string) => {
+    if (hints[key] === true) {
+      words.push(yes);
+    } else if (hints[key] === false && no) {
+      words.push(no);
+    }
+  };
+  hint('readOnlyHint', 'read-only', 'not read-only');
+  hint('destructiveHint', 'destructive', 'not destructive');
+  hint('idempotentHint', 'idempotent');
+  hint('openWorldHint', 'open world', 'closed world');
+  return words.length > 0 ? words.join(', ') : 'none given';
+}
+
+function recommendationText(request: PermissionRequest): string {
+  const callWith = plain(request.call_with, LIMITS.fieldInline);
+  if (!callWith) {
+    return '';
+  }
+  const variant = plain(request.variant, LIMITS.fieldInline);
+  return callWith === variant ? `mcphost recommends ${callWith}` : `mcphost recommends ${callWith}, not ${variant}`;
+}
+
+/** What each remember choice on offer covers, one sentence each. */
+function scopeLines(request: PermissionRequest, tool: string, quote: (label: string) => string): string[] {
+  const calls = callsWord(request);
+  const lines: string[] = [];
+  for (const scope of rememberChoices(request)) {
+    if (scope === 'session') {
+      lines.push(`${quote(ALLOW_LABELS.session)} covers ${calls} to ${tool} from this agent session, until it disconnects.`);
+    } else if (scope === 'always') {
+      lines.push(
+        `${quote(ALLOW_LABELS.always)} covers ${calls} to ${tool} from any agent, until revoked or the server changes ` +
+          'the tool.',
+      );
+    }
+  }
+  return lines;
+}
+
+interface InlineBudget {
+  reason: number;
+  args: number;
+  warning: number;
+}
+
+function notificationLines(request: PermissionRequest, now: Date, budget: InlineBudget): string[] {
+  const server = plain(request.server, LIMITS.fieldInline);
+  const tool = plain(request.tool, LIMITS.fieldInline);
+  const reason = plain(request.intent?.reason, budget.reason);
+  const sensitivity = plain(request.intent?.data_sensitivity, LIMITS.fieldInline) || 'not declared';
+  const warnings = Array.isArray(request.warnings) ? request.warnings : [];
+  const lines = [
+    `mcphost: ${capitalized(agentName(request, LIMITS.fieldInline))} asks to ${operationWord(request)} tool ${tool} ` +
+      `of server ${server}.`,
+    `Arguments: ${argumentsText(request, budget.args)}.`,
+    reason ? `Reason (the agent's words): "${reason}".` : 'No reason given.',
+    `Data: ${sensitivity}.`,
+  ];
+  const recommendation = recommendationText(request);
+  lines.push(`Server annotations: ${annotationsText(request.annotations)}${recommendation ? `; ${recommendation}` : ''}.`);
+  for (const warning of warnings.slice(0, 2)) {
+    lines.push(`Warning: ${plain(warning, budget.warning)}.`);
+  }
+  if (warnings.length > 2) {
+    lines.push(`(${warnings.length - 2} more warnings in the daemon log.)`);
+  }
+  lines.push(...scopeLines(request, tool, (label) => `"${label}"`));
+  const wait = waitText(request, now);
+  lines.push(`Closing this denies.${wait ? ` Waits ${wait} for an answer.` : ''}`);
+  return lines;
+}
+
+function buildNotification(request: PermissionRequest, now: Date, allow: PromptChoice[]): PromptSpec {
+  const budget: InlineBudget = { reason: LIMITS.reasonInline, args: LIMITS.argumentsInline, warning: LIMITS.warningInline };
+  let lines = notificationLines(request, now, budget);
+  // Past VS Code's limit the end is cut, and the end says what the buttons mean: the agent's own text gives way.
+  while (lines.join(' ').length > NOTIFICATION_MAX && budget.reason + budget.args + budget.warning > 90) {
+    const largest = (Object.keys(budget) as (keyof InlineBudget)[]).reduce((a, b) => (budget[a] >= budget[b] ? a : b));
+    budget[largest] = Math.max(30, Math.floor(budget[largest] * 0.8));
+    lines = notificationLines(request, now, budget);
+  }
+  return {
+    kind: 'notification',
+    severity: 'error',
+    message: lines.join(' '),
+    lines,
+    choices: [...allow, { label: 'Deny', response: DENY }],
+    dismissed: DENY,
+  };
+}
+
+function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[]): PromptSpec {
   const name = qualifiedName(request);
-  const reason = plain(request.intent?.reason, LIMITS.reason, kind === 'modal');
+  const tool = plain(request.tool, LIMITS.field);
+  const reason = plain(request.intent?.reason, LIMITS.reason, true);
   const sensitivity = plain(request.intent?.data_sensitivity, LIMITS.field) || 'not declared';
   const warnings = (Array.isArray(request.warnings) ? request.warnings : []).map((w) => plain(w, LIMITS.reason));
-  const allow = rememberChoices(request).map(
-    (scope): PromptChoice => ({ label: ALLOW_LABELS[scope], response: { decision: 'allow', remember: scope } }),
-  );
-
-  if (kind === 'notification') {
-    const parts = [`mcphost: ${agentName(request)} wants to ${operationWord(request)} ${name}.`];
-    parts.push(`Arguments: ${argumentsText(request, LIMITS.argumentsInline)}.`);
-    parts.push(reason ? `Reason given: "${plain(reason, LIMITS.reasonInline)}".` : 'No reason given.');
-    parts.push(`Data: ${sensitivity}.`);
-    for (const warning of warnings.slice(0, 2)) {
-      parts.push(`Warning: ${plain(warning, LIMITS.warningInline)}.`);
-    }
-    const expiry = expiryText(request, now);
-    if (expiry) {
-      parts.push(`(${expiry})`);
-    }
-    return {
-      kind,
-      severity: warnings.length > 0 ? 'warning' : 'info',
-      message: parts.join(' '),
-      choices: [...allow, { label: 'Deny', response: DENY }],
-      dismissed: DENY,
-    };
-  }
-
+  const recommendation = recommendationText(request);
   const lines: string[] = [];
-  lines.push(`Tool: ${name} (${plain(request.variant, LIMITS.field)})`);
+  lines.push(`Agent: ${plain(request.client, LIMITS.field) || '(it gave no name)'}`);
+  lines.push(`Server: ${plain(request.server, LIMITS.field)}`);
+  lines.push(`Tool: ${tool} (called as ${plain(request.variant, LIMITS.field)})`);
+  lines.push(`Server annotations: ${annotationsText(request.annotations)}`);
+  if (recommendation) {
+    lines.push(recommendation);
+  }
   lines.push(`Data sensitivity: ${sensitivity}`);
   lines.push('');
   lines.push("Agent's reason (as the agent wrote it):");
@@ -201,27 +315,40 @@ export function buildPrompt(request: PermissionRequest, now: Date = new Date()):
     }
   }
   lines.push('');
-  const expiry = expiryText(request, now);
+  lines.push(`"${ALLOW_LABELS.once}" allows this call only.`);
+  lines.push(...scopeLines(request, tool, (label) => `"${label}"`));
+  const wait = waitText(request, now);
   lines.push(
-    `${request.operation === 'destructive' ? 'This call may not be undoable. ' : ''}Deny is the default; ` +
-      `closing this dialog denies the call${expiry ? ` (it ${expiry} for an answer)` : ''}.`,
+    `${request.operation === 'destructive' ? 'This call may not be undoable. ' : ''}Deny, Escape or closing this ` +
+      `dialog denies the call${wait ? ` (it waits ${wait} for an answer)` : ''}.`,
   );
+  const agent = agentName(request);
   const headline =
     request.operation === 'destructive'
-      ? `mcphost: allow the destructive call ${name}?`
-      : `mcphost: confirm the ${plain(request.operation, LIMITS.field)} call ${name}?`;
+      ? `mcphost: ${capitalized(agent)} asks to make a destructive call to ${name}. Allow it?`
+      : `mcphost: ${capitalized(agent)} asks to confirm the ${plain(request.operation, LIMITS.field)} call ${name}.` +
+        ' Allow it?';
   return {
-    kind,
+    kind: 'modal',
     severity: 'warning',
     message: headline,
+    lines,
     detail: lines.join('\n'),
-    // Deny comes first: it is the dialog's default button, so Enter never allows by reflex.
+    // Deny is the dialog's close button: Escape and the X deny, and VS Code shows no Cancel that would leave the
+    // person guessing whether cancelling denies or only puts the question off.
     choices: [
-      { label: 'Deny', response: DENY },
       ...allow.map((choice) => ({ ...choice, label: `${choice.label}: ${name}` })),
+      { label: 'Deny', response: DENY, closeAffordance: true },
     ],
     dismissed: DENY,
   };
+}
+
+export function buildPrompt(request: PermissionRequest, now: Date = new Date()): PromptSpec {
+  const allow = rememberChoices(request).map(
+    (scope): PromptChoice => ({ label: ALLOW_LABELS[scope], response: { decision: 'allow', remember: scope } }),
+  );
+  return promptKind(request) === 'notification' ? buildNotification(request, now, allow) : buildModal(request, now, allow);
 }
 
 /** The answer for the button a person clicked (by label), or the dismissal answer for none. */

@@ -6,8 +6,8 @@
  * text: tooltips are plain strings, never MarkdownString.
  */
 
-import type { ActivityRecord } from './protocol';
-import { plain } from './prompts';
+import type { ActivityRecord, PendingPrompt, PermissionRequest } from './protocol';
+import { agentName, plain } from './prompts';
 
 export const INTENTS = ['read', 'write', 'destructive'] as const;
 export type Intent = (typeof INTENTS)[number];
@@ -29,11 +29,22 @@ export interface RecordView {
   intent: Intent | undefined;
 }
 
-const INTENT_ICONS: Record<Intent, IconSpec> = {
-  read: { id: 'eye', color: 'charts.blue' },
-  write: { id: 'edit', color: 'charts.yellow' },
-  destructive: { id: 'trash', color: 'charts.red' },
+/**
+ * One icon and colour per outcome, so that a denied and an allowed call never look alike; the intent is a word in
+ * the description instead (and the view's filter).
+ */
+const OUTCOME_ICONS: Record<string, IconSpec> = {
+  success: { id: 'pass', color: 'testing.iconPassed' },
+  denied: { id: 'circle-slash', color: 'errorForeground' },
+  rejected: { id: 'warning', color: 'charts.orange' },
+  error: { id: 'error', color: 'errorForeground' },
+  expired: { id: 'watch', color: 'disabledForeground' },
+  cancelled: { id: 'close', color: 'disabledForeground' },
+  started: { id: 'sync~spin', color: 'charts.blue' },
 };
+
+/** A prompt that waits for a person's answer. */
+export const WAITING_ICON: IconSpec = { id: 'bell-dot', color: 'list.warningForeground' };
 
 const EVENT_ICONS: Record<string, IconSpec> = {
   config_reload: { id: 'settings-gear' },
@@ -49,15 +60,19 @@ const STATUS_WORDS: Record<string, string> = {
   rejected: 'rejected',
   denied: 'denied',
   expired: 'expired',
+  cancelled: 'cancelled',
+  started: 'running',
 };
+
+export function variantIntent(variant: string | null | undefined): Intent | undefined {
+  return INTENTS.find((intent) => variant === `call_tool_${intent}`);
+}
 
 /** The call's intent: the variant it was made with, else the declared operation type. */
 export function recordIntent(record: ActivityRecord): Intent | undefined {
-  const variant = record.metadata?.tool_variant ?? '';
-  for (const intent of INTENTS) {
-    if (variant === `call_tool_${intent}`) {
-      return intent;
-    }
+  const fromVariant = variantIntent(record.metadata?.tool_variant);
+  if (fromVariant) {
+    return fromVariant;
   }
   const declared = record.metadata?.intent?.operation_type ?? '';
   return (INTENTS as readonly string[]).includes(declared) ? (declared as Intent) : undefined;
@@ -65,6 +80,10 @@ export function recordIntent(record: ActivityRecord): Intent | undefined {
 
 export function matchesFilter(record: ActivityRecord, filter: IntentFilter): boolean {
   return filter === 'all' || recordIntent(record) === filter;
+}
+
+export function waitingMatchesFilter(prompt: PendingPrompt, filter: IntentFilter): boolean {
+  return filter === 'all' || variantIntent(prompt.variant) === filter;
 }
 
 /** HH:MM:SS in the given time zone offset (minutes east of UTC, as `-Date.getTimezoneOffset()`); today's date
@@ -88,14 +107,23 @@ export function formatTime(timestamp: string, now: Date, offsetMinutes = -now.ge
   return `${local.getUTCFullYear()}-${pad(local.getUTCMonth() + 1)}-${pad(local.getUTCDate())} ${time}`;
 }
 
+/** A duration as a person reads it, to the millisecond under a minute: 0.4 ms, 12.5 ms, 837 ms, 1.234 s, 2 min 5.3 s. */
 export function formatDuration(ms: number | null | undefined): string {
-  if (ms === undefined || ms === null || !Number.isFinite(ms)) {
+  if (ms === undefined || ms === null || !Number.isFinite(ms) || ms < 0) {
     return '';
+  }
+  if (ms < 100) {
+    return `${Number(ms.toFixed(1))} ms`;
   }
   if (ms < 1000) {
     return `${Math.round(ms)} ms`;
   }
-  return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+  if (ms < 60_000) {
+    return `${Number((ms / 1000).toFixed(3))} s`;
+  }
+  const minutes = Math.floor(ms / 60_000);
+  const seconds = Number(((ms - minutes * 60_000) / 1000).toFixed(1));
+  return `${minutes} min ${seconds} s`;
 }
 
 function statusWord(record: ActivityRecord): string {
@@ -118,23 +146,41 @@ function eventLabel(record: ActivityRecord): string {
   return record.server ? `${type}: ${plain(record.server, 80)}` : type;
 }
 
+/** A call's record: its outcome, or its start (a write or destructive call forwarded and under way). */
+function isCall(record: ActivityRecord): boolean {
+  return record.type === 'tool_call' || record.type === 'tool_call_started';
+}
+
 export function iconFor(record: ActivityRecord): IconSpec {
-  if (record.type !== 'tool_call') {
+  if (!isCall(record)) {
     return EVENT_ICONS[record.type] ?? { id: 'info' };
   }
-  const intent = recordIntent(record);
-  const icon = intent ? INTENT_ICONS[intent] : { id: 'question' };
-  // The status changes the color only where the call did not go through, so the intent stays readable.
-  if (record.status && record.status !== 'success') {
-    return { id: icon.id, color: record.status === 'expired' ? 'disabledForeground' : 'errorForeground' };
+  return OUTCOME_ICONS[record.status ?? ''] ?? { id: 'question' };
+}
+
+/** A row for a prompt that waits for an answer (from the daemon's status), with what this editor knows of it. */
+export function formatWaiting(prompt: PendingPrompt, request: PermissionRequest | undefined, now: Date = new Date()): RecordView {
+  const name = `${plain(prompt.server, 80)}:${plain(prompt.tool, 80)}`;
+  const intent = variantIntent(prompt.variant);
+  const until = formatTime(prompt.expires_at, now);
+  const description = ['waiting for an answer', intent, `until ${until}`].filter(Boolean).join(' · ');
+  const lines = [`${name} (${plain(prompt.variant, 40)})`, `waiting for an answer, until ${plain(prompt.expires_at, 40)}`];
+  if (request) {
+    lines.push(`asked by: ${agentName(request)}`);
+    if (request.intent?.reason) {
+      lines.push(`reason (agent's words): ${plain(request.intent.reason, 300)}`);
+    }
+    lines.push('Click to show the prompt.');
+  } else {
+    lines.push('The prompt is shown in another editor or in `mcphost approve`.');
   }
-  return icon;
+  return { label: name, description, tooltip: lines.join('\n'), icon: WAITING_ICON, intent };
 }
 
 export function formatRecord(record: ActivityRecord, now: Date = new Date()): RecordView {
   const time = formatTime(record.timestamp, now);
   const intent = recordIntent(record);
-  if (record.type !== 'tool_call') {
+  if (!isCall(record)) {
     const label = eventLabel(record);
     const lines = [label, `at ${plain(record.timestamp, 40)}`];
     if (record.error?.message) {
@@ -145,7 +191,8 @@ export function formatRecord(record: ActivityRecord, now: Date = new Date()): Re
   const name = `${plain(record.server ?? '?', 80)}:${plain(record.tool ?? '?', 80)}`;
   const status = statusWord(record);
   const duration = formatDuration(record.duration_ms);
-  const description = [status, time, duration].filter(Boolean).join(' · ');
+  // The duration before the time: a narrow side bar cuts the description's end, and the time is in the tooltip.
+  const description = [status, duration, intent, time].filter(Boolean).join(' · ');
   const lines = [
     `${name} (${plain(record.metadata?.tool_variant ?? 'unknown variant', 40)})`,
     `status: ${status}${record.error ? ` (${plain(record.error.code, 40)})` : ''}`,

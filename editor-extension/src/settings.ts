@@ -10,6 +10,8 @@
 
 import * as path from 'node:path';
 
+import { INSTALL_HINT } from './identity';
+
 /** The settings that decide how the daemon and the CLI commands run. */
 export interface McphostSettings {
   path: string;
@@ -206,9 +208,7 @@ export function resolveCommand(ctx: ResolveContext): Resolution {
 
   return {
     ok: false,
-    error:
-      'mcphost was not found: not in the workspace\'s virtual environment (.venv, venv, env) nor on PATH. ' +
-      'Install it (pip install mcphost) or set mcphost.path or mcphost.interpreter.',
+    error: `mcphost was not found: not in the workspace's virtual environment (.venv, venv, env) nor on PATH. ${INSTALL_HINT}`,
   };
 }
 
@@ -238,17 +238,4 @@ export function shellLine(words: string[], platform: NodeJS.Platform): string {
     return words.map((w) => (/^[\w\-.:\\/=]+$/.test(w) ? w : `"${w.replace(/"/g, '""')}"`)).join(' ');
   }
   return words.map((w) => (/^[\w\-.:/=@%+,]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`)).join(' ');
-}
-
-export type DaemonLogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
-
-/** A daemon stderr line (`mcphost: LEVEL logger: message`, or anything else a process prints) and its level. */
-export function parseDaemonLogLine(line: string): { level: DaemonLogLevel; text: string } {
-  const match = /^mcphost: (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$/.exec(line);
-  if (!match) {
-    return { level: 'info', text: line };
-  }
-  const level: DaemonLogLevel =
-    match[1] === 'DEBUG' ? 'debug' : match[1] === 'INFO' ? 'info' : match[1] === 'WARNING' ? 'warn' : 'error';
-  return { level, text: match[2] };
 }

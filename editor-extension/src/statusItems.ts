@@ -6,10 +6,12 @@
 import * as vscode from 'vscode';
 
 import type { StatusPayload } from './protocol';
+import type { DaemonLink } from './sharedDaemon';
 import { type ConnectionState, statusView } from './statusText';
 
 const ITEM_ID = 'mcphost.status';
-const CLICK_COMMAND = 'mcphost.showActivity';
+const CLICK_COMMANDS = { activity: 'mcphost.showActivity', prompts: 'mcphost.showPrompts' } as const;
+const CLICK_TITLES = { activity: 'Show Activity', prompts: 'Show Waiting Prompt' } as const;
 const BASE_SELECTOR: vscode.DocumentFilter[] = [{ language: 'toml' }, { pattern: '**/mcphost/config.toml' }];
 
 export class StatusItems implements vscode.Disposable {
@@ -19,19 +21,23 @@ export class StatusItems implements vscode.Disposable {
   constructor() {
     this.languageStatus = vscode.languages.createLanguageStatusItem(ITEM_ID, BASE_SELECTOR);
     this.languageStatus.name = 'mcphost';
-    this.languageStatus.command = { title: 'Show Activity', command: CLICK_COMMAND };
+    this.languageStatus.command = { title: CLICK_TITLES.activity, command: CLICK_COMMANDS.activity };
     this.statusBar = vscode.window.createStatusBarItem(ITEM_ID, vscode.StatusBarAlignment.Left, 50);
     this.statusBar.name = 'mcphost';
-    this.statusBar.command = CLICK_COMMAND;
+    this.statusBar.command = CLICK_COMMANDS.activity;
     this.statusBar.show();
   }
 
-  render(state: ConnectionState, status: StatusPayload | undefined, error: string | undefined): void {
-    const view = statusView(state, status, error);
+  render(state: ConnectionState, status: StatusPayload | undefined, error: string | undefined, link: DaemonLink): void {
+    const view = statusView(state, status, error, link);
     this.statusBar.text = view.text;
     this.statusBar.tooltip = view.tooltip;
-    this.statusBar.backgroundColor =
-      view.severity === 'error' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+    // VS Code allows only these two backgrounds on a status bar item.
+    this.statusBar.backgroundColor = view.background
+      ? new vscode.ThemeColor(`statusBarItem.${view.background}Background`)
+      : undefined;
+    this.statusBar.command = CLICK_COMMANDS[view.click];
+    this.languageStatus.command = { title: CLICK_TITLES[view.click], command: CLICK_COMMANDS[view.click] };
     this.languageStatus.text = view.text;
     this.languageStatus.detail = view.detail;
     this.languageStatus.busy = view.busy;

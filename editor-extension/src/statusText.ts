@@ -4,6 +4,7 @@
 
 import type { StatusPayload } from './protocol';
 import { plain } from './prompts';
+import { type DaemonLink, OWN, sharedDaemonText } from './sharedDaemon';
 
 export type ConnectionState = 'starting' | 'connected' | 'stopped' | 'failed';
 
@@ -15,6 +16,10 @@ export interface StatusView {
   /** Plain-text tooltip. */
   tooltip: string;
   severity: 'info' | 'warning' | 'error';
+  /** The status bar entry's background: loud while prompts wait, red when the daemon or its config failed. */
+  background: 'warning' | 'error' | undefined;
+  /** What a click does: show the waiting prompts, or the activity view. */
+  click: 'prompts' | 'activity';
   busy: boolean;
 }
 
@@ -23,13 +28,26 @@ export function upstreamCounts(status: StatusPayload): { up: number; total: numb
   return { up: servers.filter((s) => s.state === 'connected').length, total: servers.length };
 }
 
-export function statusView(state: ConnectionState, status: StatusPayload | undefined, error?: string): StatusView {
+/**
+ * `link`: whether this window's daemon is its own or one another window or a terminal started (see
+ * sharedDaemon.ts); the person should know that closing that other window takes the daemon away from this one
+ * for a moment, and that the daemon's log is over there.
+ */
+export function statusView(
+  state: ConnectionState,
+  status: StatusPayload | undefined,
+  error?: string,
+  link: DaemonLink = OWN,
+): StatusView {
   if (state === 'starting') {
+    const doing = link.kind === 'shared' ? `attaching to ${sharedDaemonText(link.pid)}` : 'starting the daemon';
     return {
       text: '$(loading~spin) mcphost',
-      detail: 'starting the daemon',
-      tooltip: 'mcphost: starting the daemon',
+      detail: doing,
+      tooltip: `mcphost: ${doing}`,
       severity: 'info',
+      background: undefined,
+      click: 'activity',
       busy: true,
     };
   }
@@ -40,14 +58,17 @@ export function statusView(state: ConnectionState, status: StatusPayload | undef
       detail: `not connected: ${why}`,
       tooltip: `mcphost: not connected (${why}). Click to open the activity view; run "mcphost: Restart Daemon" to try again.`,
       severity: state === 'failed' ? 'error' : 'warning',
+      background: state === 'failed' ? 'error' : undefined,
+      click: 'activity',
       busy: false,
     };
   }
   const { up, total } = upstreamCounts(status);
   const pending = typeof status.pending === 'number' ? status.pending : 0;
   const parts = [`${up}/${total} servers up`];
+  const waiting = `${pending} prompt${pending === 1 ? '' : 's'} waiting`;
   if (pending > 0) {
-    parts.push(`${pending} prompt${pending === 1 ? '' : 's'} pending`);
+    parts.push(waiting);
   }
   const problems: string[] = [];
   if (status.config_error) {
@@ -62,17 +83,29 @@ export function statusView(state: ConnectionState, status: StatusPayload | undef
       `${plain(server.name, 80)}: ${plain(server.state, 40)}${server.error ? ` (${plain(server.error, 200)})` : ''}`,
     );
   }
+  // The pid the daemon itself reports: the one the window attached to, whoever named it.
+  const shared = link.kind === 'shared' ? sharedDaemonText(typeof status.pid === 'number' ? status.pid : link.pid) : '';
+  const connectedTo = shared
+    ? `connected to ${shared}, whose log is in that window or terminal. When it ends, this window starts its own.`
+    : 'connected';
   const tooltip = [
-    `mcphost ${plain(status.version, 40)}: connected`,
+    `mcphost ${plain(status.version, 40)}: ${connectedTo}`,
     ...parts,
     ...problems,
-    'Click to open the activity view.',
+    pending > 0
+      ? `Click to show the oldest prompt waiting for your answer (${pending === 1 ? 'the agent waits' : 'agents wait'} until it is answered or expires).`
+      : 'Click to open the activity view.',
   ].join('\n');
+  const failing = Boolean(status.config_error || status.log_error);
   return {
-    text: `$(shield) mcphost ${up}/${total}${pending > 0 ? ` $(bell-dot) ${pending}` : ''}`,
-    detail: `connected · ${parts.join(' · ')}`,
+    text: `$(shield) mcphost ${up}/${total}${shared ? ' $(link)' : ''}${pending > 0 ? ` $(bell-dot) ${waiting}` : ''}`,
+    detail: `${shared ? `connected to ${shared}` : 'connected'} · ${parts.join(' · ')}`,
     tooltip,
-    severity: status.config_error || status.log_error ? 'error' : up < total ? 'warning' : 'info',
+    severity: failing ? 'error' : pending > 0 || up < total ? 'warning' : 'info',
+    // A waiting prompt outranks a config error: the agent is stuck until someone answers, and the error's
+    // diagnostics stay in the file meanwhile.
+    background: pending > 0 ? 'warning' : failing ? 'error' : undefined,
+    click: pending > 0 ? 'prompts' : 'activity',
     busy: false,
   };
 }

@@ -1,16 +1,28 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { DENY, answerFor, buildPrompt, plain, promptKind, rememberChoices, secondsLeft } from '../src/prompts';
+import {
+  DENY,
+  NOTIFICATION_MAX,
+  TYPING_QUIET_MS,
+  annotationsText,
+  answerFor,
+  buildPrompt,
+  plain,
+  promptKind,
+  rememberChoices,
+  secondsLeft,
+  typingPause,
+} from '../src/prompts';
 import { destructive, request } from './fixtures';
 
 const NOW = new Date('2030-01-01T00:00:00.000Z');
 
 describe('write prompts (ask)', () => {
-  it('are notifications with the four choices in order', () => {
+  it('are error-severity notifications (the only ones VS Code keeps on screen) with the four choices in order', () => {
     const spec = buildPrompt(request(), NOW);
     assert.equal(spec.kind, 'notification');
-    assert.equal(spec.severity, 'info');
+    assert.equal(spec.severity, 'error');
     assert.deepEqual(
       spec.choices.map((c) => c.label),
       ['Allow once', 'Allow for this session', 'Always allow', 'Deny'],
@@ -26,35 +38,50 @@ describe('write prompts (ask)', () => {
     );
   });
 
-  it('name the tool, the arguments, the reason, the data and the wait', () => {
+  it('say, one short sentence each: who asks, the server and tool, arguments, reason, data, annotations, what the choices cover', () => {
     const spec = buildPrompt(request(), NOW);
-    assert.equal(
-      spec.message,
-      'mcphost: The agent (test-agent) wants to write with todo:add_task. Arguments: {"title":"buy milk"}. ' +
-        'Reason given: "The user asked for it". Data: private. (waits 5 min)',
-    );
+    assert.deepEqual(spec.lines, [
+      'mcphost: Agent "test-agent" asks to write with tool add_task of server todo.',
+      'Arguments: {"title":"buy milk"}.',
+      'Reason (the agent\'s words): "The user asked for it".',
+      'Data: private.',
+      'Server annotations: not read-only; mcphost recommends call_tool_write.',
+      '"Allow for this session" covers write calls to add_task from this agent session, until it disconnects.',
+      '"Always allow" covers write calls to add_task from any agent, until revoked or the server changes the tool.',
+      'Closing this denies. Waits 5 min for an answer.',
+    ]);
+    assert.equal(spec.message, spec.lines.join(' '));
     assert.equal(spec.detail, undefined);
   });
 
-  it('say when no reason or sensitivity was given', () => {
-    const spec = buildPrompt(request({ intent: { operation_type: 'write' }, client: null }), NOW);
-    assert.match(spec.message, /^mcphost: An agent wants to write with todo:add_task\./);
-    assert.match(spec.message, /No reason given\. Data: not declared\./);
+  it('say when no reason, sensitivity, agent name or annotations were given', () => {
+    const spec = buildPrompt(request({ intent: { operation_type: 'write' }, client: null, annotations: {} }), NOW);
+    assert.equal(spec.lines[0], 'mcphost: An agent that gave no name asks to write with tool add_task of server todo.');
+    assert.ok(spec.lines.includes('No reason given.'));
+    assert.ok(spec.lines.includes('Data: not declared.'));
+    assert.ok(spec.lines.includes('Server annotations: none given; mcphost recommends call_tool_write.'));
   });
 
-  it('offer only the remember scopes the daemon accepts', () => {
+  it("name mcphost's recommendation when it differs from the variant called", () => {
+    const spec = buildPrompt(request({ variant: 'call_tool_read', operation: 'write', call_with: 'call_tool_write' }), NOW);
+    assert.match(spec.message, /mcphost recommends call_tool_write, not call_tool_read\./);
+    assert.match(spec.message, /"Allow for this session" covers read calls to add_task/);
+  });
+
+  it('offer only the remember scopes the daemon accepts, and explain only those', () => {
     const spec = buildPrompt(request({ remember_options: ['once'] }), NOW);
     assert.deepEqual(
       spec.choices.map((c) => c.label),
       ['Allow once', 'Deny'],
     );
+    assert.doesNotMatch(spec.message, /covers/);
     assert.deepEqual(rememberChoices(request({ remember_options: ['always', 'bogus' as never] })), ['once', 'always']);
   });
 
-  it('turn warnings into a warning notification', () => {
-    const spec = buildPrompt(request({ warnings: ['write on a read-only tool'] }), NOW);
-    assert.equal(spec.severity, 'warning');
-    assert.match(spec.message, /Warning: write on a read-only tool\./);
+  it('show warnings, two at most', () => {
+    const spec = buildPrompt(request({ warnings: ['write on a read-only tool', 'b', 'c', 'd'] }), NOW);
+    assert.ok(spec.lines.includes('Warning: write on a read-only tool.'));
+    assert.ok(spec.lines.includes('(2 more warnings in the daemon log.)'));
   });
 
   it('deny when closed without a choice', () => {
@@ -70,39 +97,84 @@ describe('write prompts (ask)', () => {
   });
 });
 
+describe('annotations', () => {
+  it('read as the hints the server gave', () => {
+    assert.equal(
+      annotationsText({ title: 'x', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true }),
+      'not read-only, destructive, idempotent, open world',
+    );
+    assert.equal(annotationsText({ readOnlyHint: true, openWorldHint: false }), 'read-only, closed world');
+    assert.equal(annotationsText({ readOnlyHint: 'yes' }), 'none given');
+    assert.equal(annotationsText(null), 'none given');
+  });
+});
+
 describe('destructive prompts (confirm)', () => {
-  it('are modal warnings with Deny first and no "always" unless offered', () => {
+  it('are modal warnings whose close button is Deny, with no "always" unless offered', () => {
     const spec = buildPrompt(destructive(), NOW);
     assert.equal(spec.kind, 'modal');
     assert.equal(spec.severity, 'warning');
-    assert.equal(spec.message, 'mcphost: allow the destructive call todo:delete_task?');
+    assert.equal(spec.message, 'mcphost: Agent "test-agent" asks to make a destructive call to todo:delete_task. Allow it?');
     assert.deepEqual(
-      spec.choices.map((c) => c.label),
-      ['Deny', 'Allow once: todo:delete_task', 'Allow for this session: todo:delete_task'],
+      spec.choices.map((c) => [c.label, c.closeAffordance ?? false]),
+      [
+        ['Allow once: todo:delete_task', false],
+        ['Allow for this session: todo:delete_task', false],
+        ['Deny', true],
+      ],
     );
-    assert.deepEqual(spec.choices[0].response, DENY);
+    assert.deepEqual(spec.choices.at(-1)?.response, DENY);
     assert.deepEqual(spec.dismissed, DENY);
+    assert.equal(spec.choices.filter((c) => c.closeAffordance).length, 1);
   });
 
   it('offer "always" when the daemon allows it', () => {
     const spec = buildPrompt(destructive({ remember_options: ['once', 'session', 'always'] }), NOW);
     assert.ok(spec.choices.some((c) => c.label === 'Always allow: todo:delete_task'));
+    assert.match(spec.detail ?? '', /^"Always allow" covers destructive calls to delete_task from any agent/m);
   });
 
-  it('show the tool, arguments, reason and sensitivity in the detail', () => {
-    const detail = buildPrompt(destructive(), NOW).detail ?? '';
-    assert.match(detail, /^Tool: todo:delete_task \(call_tool_destructive\)$/m);
+  it('show the agent, server, tool, annotations, arguments, reason, sensitivity and what the choices cover', () => {
+    const detail = buildPrompt(destructive({ annotations: { readOnlyHint: false, destructiveHint: true } }), NOW).detail ?? '';
+    assert.match(detail, /^Agent: test-agent$/m);
+    assert.match(detail, /^Server: todo$/m);
+    assert.match(detail, /^Tool: delete_task \(called as call_tool_destructive\)$/m);
+    assert.match(detail, /^Server annotations: not read-only, destructive$/m);
+    assert.match(detail, /^mcphost recommends call_tool_destructive$/m);
     assert.match(detail, /^Data sensitivity: internal$/m);
     assert.match(detail, /^Clean up$/m);
     assert.match(detail, /"task_id": "1234"/);
-    assert.match(detail, /Deny is the default; closing this dialog denies the call \(it waits 5 min for an answer\)\./);
+    assert.match(detail, /^"Allow once" allows this call only\.$/m);
+    assert.match(
+      detail,
+      /^"Allow for this session" covers destructive calls to delete_task from this agent session, until it disconnects\.$/m,
+    );
+    assert.match(detail, /Deny, Escape or closing this dialog denies the call \(it waits 5 min for an answer\)\./);
+  });
+
+  it('name an agent that gave no name as such', () => {
+    const spec = buildPrompt(destructive({ client: undefined }), NOW);
+    assert.match(spec.message, /^mcphost: An agent that gave no name asks to make a destructive call/);
+    assert.match(spec.detail ?? '', /^Agent: \(it gave no name\)$/m);
   });
 
   it('go by the operation and the action', () => {
     assert.equal(promptKind(destructive({ action: 'ask' })), 'modal');
     assert.equal(promptKind(request({ action: 'confirm' })), 'modal');
     assert.equal(promptKind(request({ operation: 'read', action: 'ask' })), 'notification');
-    assert.equal(buildPrompt(request({ action: 'confirm' }), NOW).message, 'mcphost: confirm the write call todo:add_task?');
+    assert.equal(
+      buildPrompt(request({ action: 'confirm' }), NOW).message,
+      'mcphost: Agent "test-agent" asks to confirm the write call todo:add_task. Allow it?',
+    );
+  });
+});
+
+describe('typing', () => {
+  it('holds a modal back until nobody has typed for a moment', () => {
+    assert.equal(typingPause(undefined, 10_000), 0);
+    assert.equal(typingPause(10_000, 10_000), TYPING_QUIET_MS);
+    assert.equal(typingPause(10_000, 10_500), TYPING_QUIET_MS - 500);
+    assert.equal(typingPause(10_000, 10_000 + TYPING_QUIET_MS), 0);
   });
 });
 
@@ -124,8 +196,15 @@ describe("the agent's text", () => {
   it('is cut to a bounded length', () => {
     const reason = 'x'.repeat(5000);
     const warnings = ['w'.repeat(900), 'v'.repeat(900), 'u'.repeat(900)];
-    const spec = buildPrompt(request({ intent: { operation_type: 'write', reason }, arguments: { a: reason }, warnings }), NOW);
-    assert.ok(spec.message.length < 1000, `message is ${spec.message.length} characters`);
+    const long = 'n'.repeat(500);
+    const spec = buildPrompt(
+      request({ intent: { operation_type: 'write', reason }, arguments: { a: reason }, warnings, server: long, tool: long, client: long }),
+      NOW,
+    );
+    // VS Code cuts a notification at 1000 characters: the end, which says what the buttons do, must survive.
+    assert.ok(spec.message.length <= NOTIFICATION_MAX, `message is ${spec.message.length} characters`);
+    assert.match(spec.message, /Closing this denies\. Waits 5 min for an answer\.$/);
+    assert.match(spec.message, /"Always allow" covers write calls to n+… from any agent/);
     const modal = buildPrompt(destructive({ intent: { operation_type: 'destructive', reason } }), NOW);
     assert.ok((modal.detail ?? '').length < 2500);
     assert.equal(plain('abcdef', 4), 'abc…');
@@ -142,6 +221,6 @@ describe('expiry', () => {
     assert.equal(secondsLeft('2030-01-01T00:00:30.000Z', NOW), 30);
     assert.equal(secondsLeft('2029-01-01T00:00:00.000Z', NOW), 0);
     assert.equal(secondsLeft('soon', NOW), undefined);
-    assert.match(buildPrompt(request({ expires_at: '2030-01-01T00:00:45.000Z' }), NOW).message, /\(waits 45 s\)$/);
+    assert.match(buildPrompt(request({ expires_at: '2030-01-01T00:00:45.000Z' }), NOW).message, /Waits 45 s for an answer\.$/);
   });
 });

@@ -1,18 +1,49 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { RecordList, formatDuration, formatRecord, formatTime, iconFor, matchesFilter, recordIntent } from '../src/records';
-import { record } from './fixtures';
+import {
+  RecordList,
+  WAITING_ICON,
+  formatDuration,
+  formatRecord,
+  formatTime,
+  formatWaiting,
+  iconFor,
+  matchesFilter,
+  recordIntent,
+  waitingMatchesFilter,
+} from '../src/records';
+import { record, request } from './fixtures';
 
 const NOW = new Date('2030-01-01T13:00:00.000Z');
 
 describe('record formatting', () => {
-  it('shows server:tool, status, time and duration', () => {
+  it('shows server:tool, then status, the full duration, intent and time (the duration before what a narrow view cuts)', () => {
     const view = formatRecord(record(), NOW);
     assert.equal(view.label, 'todo:add_task');
-    assert.equal(view.description, 'ok · 12:00:00 · 13 ms');
-    assert.deepEqual(view.icon, { id: 'edit', color: 'charts.yellow' });
+    assert.equal(view.description, 'ok · 12.5 ms · write · 12:00:00');
+    assert.deepEqual(view.icon, { id: 'pass', color: 'testing.iconPassed' });
     assert.equal(view.intent, 'write');
+  });
+
+  it('gives each outcome its own icon and colour, whatever the intent', () => {
+    const destructive = (status: string) =>
+      iconFor(record({ status, tool: 'delete_task', metadata: { tool_variant: 'call_tool_destructive' } }));
+    const icons = ['success', 'denied', 'rejected', 'error', 'expired', 'cancelled', 'started'].map((status) =>
+      destructive(status),
+    );
+    assert.deepEqual(destructive('success'), { id: 'pass', color: 'testing.iconPassed' });
+    assert.deepEqual(destructive('denied'), { id: 'circle-slash', color: 'errorForeground' });
+    assert.equal(new Set(icons.map((i) => i.id)).size, icons.length, 'one icon per outcome');
+    assert.ok(!icons.some((i) => i.id === WAITING_ICON.id));
+    assert.deepEqual(iconFor(record({ status: 'denied' })), destructive('denied'));
+  });
+
+  it("shows a call under way (its start) as running, under the call's name", () => {
+    const view = formatRecord(record({ type: 'tool_call_started', status: 'started', duration_ms: null }), NOW);
+    assert.equal(view.label, 'todo:add_task');
+    assert.equal(view.description, 'running · write · 12:00:00');
+    assert.equal(view.icon.id, 'sync~spin');
   });
 
   it("puts the decision, the agent's reason and errors in a plain tooltip", () => {
@@ -26,14 +57,10 @@ describe('record formatting', () => {
       }),
       NOW,
     );
-    assert.equal(view.description, 'denied · 12:00:00 · 13 ms');
+    assert.equal(view.description, 'denied · 12.5 ms · destructive · 12:00:00');
     assert.match(view.tooltip, /^status: denied \(PERMISSION_DENIED\)$/m);
     assert.match(view.tooltip, /^decision: deny by editor$/m);
     assert.match(view.tooltip, /^reason \(agent's words\): \[x\] \(http:\/\/e\.vil\)$/m);
-    assert.deepEqual(iconFor(record({ status: 'denied', metadata: { tool_variant: 'call_tool_destructive' } })), {
-      id: 'trash',
-      color: 'errorForeground',
-    });
   });
 
   it('labels host events by their type', () => {
@@ -49,12 +76,41 @@ describe('record formatting', () => {
     assert.equal(formatTime('not a time', NOW, 0), 'not a time');
   });
 
-  it('formats durations', () => {
-    assert.equal(formatDuration(0.4), '0 ms');
+  it('formats durations in full', () => {
+    assert.equal(formatDuration(0.4), '0.4 ms');
+    assert.equal(formatDuration(12.5), '12.5 ms');
+    assert.equal(formatDuration(837.3), '837 ms');
     assert.equal(formatDuration(999), '999 ms');
-    assert.equal(formatDuration(1234), '1.23 s');
-    assert.equal(formatDuration(65_000), '65.0 s');
+    assert.equal(formatDuration(1234), '1.234 s');
+    assert.equal(formatDuration(1200), '1.2 s');
+    assert.equal(formatDuration(59_999), '59.999 s');
+    assert.equal(formatDuration(65_000), '1 min 5 s');
+    assert.equal(formatDuration(125_340), '2 min 5.3 s');
     assert.equal(formatDuration(undefined), '');
+    assert.equal(formatDuration(-1), '');
+  });
+});
+
+describe('waiting prompts', () => {
+  const prompt = { id: 'p-1', variant: 'call_tool_write', server: 'todo', tool: 'add_task', expires_at: '2030-01-01T12:05:00.000Z' };
+
+  it('have a row that says so, with their own icon', () => {
+    const view = formatWaiting(prompt, request(), NOW);
+    assert.equal(view.label, 'todo:add_task');
+    assert.equal(view.description, 'waiting for an answer · write · until 12:05:00');
+    assert.deepEqual(view.icon, WAITING_ICON);
+    assert.match(view.tooltip, /^asked by: agent "test-agent"$/m);
+    assert.match(view.tooltip, /^Click to show the prompt\.$/m);
+  });
+
+  it('say where a prompt this editor does not hold is shown', () => {
+    assert.match(formatWaiting(prompt, undefined, NOW).tooltip, /another editor or in `mcphost approve`/);
+  });
+
+  it('follow the intent filter', () => {
+    assert.ok(waitingMatchesFilter(prompt, 'all'));
+    assert.ok(waitingMatchesFilter(prompt, 'write'));
+    assert.ok(!waitingMatchesFilter(prompt, 'destructive'));
   });
 });
 

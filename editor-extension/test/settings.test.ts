@@ -12,7 +12,6 @@ import {
   type SettingGetter,
   commandArgs,
   expandPath,
-  parseDaemonLogLine,
   resolveCommand,
   serveArgs,
   settingName,
@@ -177,10 +176,13 @@ describe('finding mcphost', () => {
     assert.equal(result.command.source, 'PATH');
   });
 
-  it('says how to install or point at mcphost when there is none', () => {
+  it("says how to install this project's mcphost, or point at it, when there is none", () => {
     const result = resolveCommand(context([]));
     assert.equal(result.ok, false);
-    assert.match(!result.ok ? result.error : '', /pip install mcphost.*mcphost\.path or mcphost\.interpreter/);
+    const error = !result.ok ? result.error : '';
+    assert.match(error, /pip install -e <checkout>.*pipx install <checkout>.*mcphost\.path.*mcphost\.interpreter/);
+    // Never by name from a package index: other projects are called mcphost too.
+    assert.doesNotMatch(error, /pip install mcphost/);
   });
 });
 
@@ -222,20 +224,5 @@ describe('arguments', () => {
     assert.equal(shellLine(['/usr/bin/mcphost', 'log', 'tail', '-f'], 'linux'), '/usr/bin/mcphost log tail -f');
     assert.equal(shellLine(['/my dir/mcphost', "it's"], 'linux'), `'/my dir/mcphost' 'it'\\''s'`);
     assert.equal(shellLine(['C:\\Program Files\\mcphost.exe', 'log'], 'win32'), '"C:\\Program Files\\mcphost.exe" log');
-  });
-});
-
-describe('daemon log lines', () => {
-  it('keep their level', () => {
-    assert.deepEqual(parseDaemonLogLine('mcphost: WARNING mcphost.daemon: upstream todo failed'), {
-      level: 'warn',
-      text: 'mcphost.daemon: upstream todo failed',
-    });
-    assert.deepEqual(parseDaemonLogLine('mcphost: DEBUG x: y'), { level: 'debug', text: 'x: y' });
-    assert.deepEqual(parseDaemonLogLine('mcphost: CRITICAL x'), { level: 'error', text: 'x' });
-    assert.deepEqual(parseDaemonLogLine('Traceback (most recent call last):'), {
-      level: 'info',
-      text: 'Traceback (most recent call last):',
-    });
   });
 });

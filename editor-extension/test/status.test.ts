@@ -29,23 +29,47 @@ describe('status', () => {
     assert.deepEqual(upstreamCounts(status()), { up: 1, total: 2 });
   });
 
-  it('shows connected, servers and pending prompts', () => {
+  it('shows connected, servers and waiting prompts, loudly, and a click shows the oldest prompt', () => {
     const view = statusView('connected', status({ pending: 2 }));
-    assert.equal(view.text, '$(shield) mcphost 1/2 $(bell-dot) 2');
-    assert.equal(view.detail, 'connected · 1/2 servers up · 2 prompts pending');
+    assert.equal(view.text, '$(shield) mcphost 1/2 $(bell-dot) 2 prompts waiting');
+    assert.equal(view.detail, 'connected · 1/2 servers up · 2 prompts waiting');
     assert.equal(view.severity, 'warning');
+    assert.equal(view.background, 'warning');
+    assert.equal(view.click, 'prompts');
     assert.match(view.tooltip, /^remote: failed \(connection refused\)$/m);
+    assert.match(view.tooltip, /^Click to show the oldest prompt waiting for your answer/m);
   });
 
-  it('shows one pending prompt in the singular, and no bell without any', () => {
-    assert.match(statusView('connected', status({ pending: 1 })).detail, /1 prompt pending$/);
-    assert.equal(statusView('connected', status({ servers: [] })).text, '$(shield) mcphost 0/0');
+  it('shows one waiting prompt in the singular, and no bell, background or prompt click without any', () => {
+    assert.match(statusView('connected', status({ pending: 1 })).detail, /1 prompt waiting$/);
+    const quiet = statusView('connected', status({ servers: [] }));
+    assert.equal(quiet.text, '$(shield) mcphost 0/0');
+    assert.equal(quiet.background, undefined);
+    assert.equal(quiet.click, 'activity');
   });
 
-  it('flags config errors', () => {
+  it('flags config errors, and lets waiting prompts outrank them', () => {
     const view = statusView('connected', status({ config_error: 'servers.x: unknown key' }));
     assert.equal(view.severity, 'error');
+    assert.equal(view.background, 'error');
     assert.match(view.tooltip, /config not applied: servers\.x: unknown key/);
+    assert.equal(statusView('connected', status({ config_error: 'x', pending: 1 })).background, 'warning');
+  });
+
+  it("says when the daemon is another window's or a terminal's, with its pid, and where its log is", () => {
+    const shared = { kind: 'shared', socket: '/r/daemon-7.sock', pid: 7 } as const;
+    const view = statusView('connected', status({ pid: 4242 }), undefined, shared);
+    assert.equal(view.text, '$(shield) mcphost 1/2 $(link)');
+    assert.match(view.detail, /^connected to the daemon started by another window or terminal \(pid 4242\) · 1\/2 servers up$/);
+    assert.equal(
+      view.tooltip.split('\n')[0],
+      'mcphost 0.1.0: connected to the daemon started by another window or terminal (pid 4242), whose log is in that ' +
+        'window or terminal. When it ends, this window starts its own.',
+    );
+    assert.equal(statusView('connected', status({ pending: 1 }), undefined, shared).text, '$(shield) mcphost 1/2 $(link) $(bell-dot) 1 prompt waiting');
+    assert.equal(statusView('starting', undefined, undefined, shared).detail, 'attaching to the daemon started by another window or terminal (pid 7)');
+    // Its own: no word of it.
+    assert.doesNotMatch(statusView('connected', status()).tooltip, /another window/);
   });
 
   it('shows not connected, starting and failed', () => {
@@ -53,6 +77,7 @@ describe('status', () => {
     assert.equal(statusView('starting', undefined).busy, true);
     const failed = statusView('failed', undefined, 'mcphost was not found');
     assert.equal(failed.severity, 'error');
+    assert.equal(failed.background, 'error');
     assert.match(failed.tooltip, /mcphost was not found/);
   });
 });

@@ -78,7 +78,14 @@ def build_parser(run: str | None) -> argparse.ArgumentParser:
         description="A local agent host between AI agents and their MCP servers.",
         parents=[parent],
     )
-    parser.add_argument("--version", action="version", version=f"mcphost {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        # Other projects are called mcphost too: the VS Code extension runs `--version` and trusts an executable only
+        # when this signature follows the version (editor-extension/src/identity.ts). Keep the two in step, and the
+        # line short and unhyphenated: argparse wraps it to the terminal's width.
+        version=f"mcphost {__version__} (local MCP agent host with intent checks)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
         if name != run:
