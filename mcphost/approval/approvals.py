@@ -21,7 +21,7 @@ from mcphost.activity.record import Decision
 from mcphost.activity.redact import scrub
 from mcphost.approval.broker import BrokerResult, Outcome, PermissionBroker, ms_since
 from mcphost.approval.grants import Grant, GrantStore, tool_fingerprint
-from mcphost.approval.prompt import Answer, PermissionRequest, PromptIntent
+from mcphost.approval.prompt import Answer, PermissionRequest, PromptIntent, one_shot_client
 from mcphost.config import LoadedConfig
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import ToolVariant, stricter_variant
@@ -159,7 +159,8 @@ class Approvals:
                 f"the server changed this tool's annotations since mcphost last saw them: {_hints(changed[0])} -> "
                 f"{_hints(changed[1])}"
             )
-        options = remember_options(policy, governing, facts.session_id is not None)
+        has_session = facts.session_id is not None and not one_shot_client(facts.client)
+        options = remember_options(policy, governing, has_session)
         # A person is shown the arguments whatever the log keeps of them ([log] arguments_max_bytes may be 0).
         shown, preview = capture_arguments(facts.arguments, PROMPT_ARGUMENTS_MAX_BYTES, facts.redact_keys)
         request = PermissionRequest(

@@ -11,6 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mcphost.policy import Remember
 
+# The client name `mcphost call` gives itself (mcphost.cli.daemon_client.CALL_CLIENT; a test keeps them equal).
+ONE_SHOT_CLIENT = "mcphost call"
+
+
+def one_shot_client(client: str | None) -> bool:
+    """The call came from `mcphost call`: its session is that one command, gone when it ends, so a session grant
+    would be a promise that means nothing. (The name is the client's own word; what it changes only takes an option
+    away.)"""
+    name = client or ""
+    return name == ONE_SHOT_CLIENT or name.startswith(ONE_SHOT_CLIENT + " ")
+
 
 class Answer(StrEnum):
     ALLOW = "allow"

@@ -15,7 +15,7 @@ import textwrap
 from datetime import UTC, datetime
 from typing import Any
 
-from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse, one_shot_client
 from mcphost.console import ASCII_ICONS, BOLD, DIM, GREEN, INTENT_ICONS, RED, REVERSE, YELLOW, Style, paint, safe
 from mcphost.policy import Remember
 
@@ -36,8 +36,6 @@ _SCOPE_WORDS = {
 _ALLOW_ONCE_WORDS = {"y", "yes", "allow"}
 _DENY_WORDS = {"d", "deny", "n", "no"}
 _SHORT_SCOPE = {Remember.ONCE: "this call", Remember.SESSION: "this agent session", Remember.ALWAYS: "good"}
-# The client name `mcphost call` gives itself (mcphost.cli.daemon_client.CALL_CLIENT; a test keeps them equal).
-ONE_SHOT_CLIENT = "mcphost call"
 ONE_SHOT_NOTE = "no [s]ession: a one-shot `mcphost call` is its own session, so a session grant would end with it"
 
 
@@ -50,10 +48,13 @@ def is_destructive(request: PermissionRequest) -> bool:
 
 
 def one_shot(request: PermissionRequest) -> bool:
-    """The call came from `mcphost call`: its session is that one command, gone when it ends. (The name is the
-    client's own word; what it changes here only takes an option away.)"""
-    client = request.client or ""
-    return client == ONE_SHOT_CLIENT or client.startswith(ONE_SHOT_CLIENT + " ")
+    return one_shot_client(request.client)
+
+
+def _session_withheld(request: PermissionRequest) -> bool:
+    """Worth a word: a one-shot call that could have been remembered beyond once. (This daemon offers it no
+    `session`; an older one did, and it is taken away here.)"""
+    return one_shot(request) and any(r is not Remember.ONCE for r in request.remember_options)
 
 
 def needs_typed_confirmation(request: PermissionRequest) -> bool:
@@ -120,7 +121,7 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
         text = f"{warn} {_text(warning, style, WIDTH * 2)}"
         lines.append(_field("warning", paint(text, style, YELLOW, BOLD)))
     lines.append(_field("expires", _expiry(request.expires_at, now)))
-    if one_shot(request) and Remember.SESSION in request.remember_options:
+    if _session_withheld(request):
         lines.append(_field("remember", paint(ONE_SHOT_NOTE, style, DIM)))
     if destructive:
         lines.append(paint(("=" if style.ascii_only else "━") * WIDTH, style, RED, BOLD))
@@ -168,7 +169,7 @@ def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | 
         scope = Remember.ONCE if first in _ALLOW_ONCE_WORDS else _SCOPE_WORDS.get(first)
     if scope is None:
         return f"Not understood: {_expected(request)}"
-    if scope is Remember.SESSION and one_shot(request) and Remember.SESSION in request.remember_options:
+    if scope is Remember.SESSION and _session_withheld(request):
         return f"A session grant would end with this one-shot `mcphost call`: {_expected(request)}"
     if scope not in options:
         return f"This call cannot be remembered as '{scope.value}' (allowed here: {offered}). {_expected(request)}"

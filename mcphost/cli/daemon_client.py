@@ -28,7 +28,7 @@ from mcphost.discovery import is_loopback_url
 
 PROTOCOL_VERSION = "2025-06-18"
 # What records and prompts call the command that made a call (with mcphost's version): the command a person typed,
-# on every route it takes (mcphost.approval.terminal.ONE_SHOT_CLIENT names the first; a test keeps them equal).
+# on every route it takes (mcphost.approval.prompt.ONE_SHOT_CLIENT names the first; a test keeps them equal).
 CALL_CLIENT = "mcphost call"
 TOOLS_CLIENT = "mcphost tools"
 # Mirrors mcphost.serve.mcp_server.WARNING_PREFIX (a test keeps them equal): importing that module imports the SDK.

@@ -103,6 +103,17 @@ async def test_the_prompt_carries_what_a_person_needs_and_no_secret(tmp_path: Pa
     assert request.remember_options == [Remember.ONCE, Remember.SESSION, Remember.ALWAYS]
 
 
+async def test_a_one_shot_mcphost_call_is_offered_no_session_grant_by_any_approver(tmp_path: Path) -> None:
+    # Its session is the one command: a session grant would end with the call it was given for.
+    person = ScriptedApprover(script=[allow(), allow()])
+    gate = approvals(tmp_path, person)
+    await gate.authorize(config(tmp_path), facts(client="mcphost call 0.1.0"))
+    await gate.authorize(config(tmp_path), facts(client="mcphost calling-card 1"))
+    one_shot, other = person.asked
+    assert one_shot.remember_options == [Remember.ONCE, Remember.ALWAYS]
+    assert other.remember_options == [Remember.ONCE, Remember.SESSION, Remember.ALWAYS]
+
+
 async def test_an_always_grant_holds_until_the_tool_changes(tmp_path: Path) -> None:
     person = ScriptedApprover(script=[allow(Remember.ALWAYS), allow()])
     gate = approvals(tmp_path, person)

@@ -230,7 +230,7 @@ def test_the_token_goes_to_loopback_only() -> None:
 
 
 def test_the_client_names_what_the_daemon_uses() -> None:
-    from mcphost.approval.terminal import ONE_SHOT_CLIENT
+    from mcphost.approval.prompt import ONE_SHOT_CLIENT
     from mcphost.editor import protocol
     from mcphost.serve.mcp_server import WARNING_PREFIX
 
