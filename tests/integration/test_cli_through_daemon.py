@@ -22,7 +22,7 @@ import pytest
 
 from mcphost import __version__
 from tests.editor_client import allow, editor, never
-from tests.helpers import Sandbox, daemon, mcphost, poll, records_of
+from tests.helpers import Sandbox, daemon, http_agent, mcphost, poll, records_of
 
 ALLOW_WRITES = '[permissions]\nwrite = "allow"\n'
 # What a command asking a daemon must never import (each costs a large part of a second to start).
@@ -151,10 +151,14 @@ async def test_ctrl_c_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) ->
 
 async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
-    async with daemon(sandbox) as d:
+    # A session grant lives in the daemon alone: a handshake-era agent session gets one (a one-shot `mcphost call`
+    # is offered none).
+    async with daemon(sandbox) as d, http_agent(d.url, d.headers, mode="legacy") as agent:
         async with editor(d.editor_socket, allow("session"), name="approver"):
-            first = await run(sandbox, "call", "tool-write", "probe:plain_echo")
-            assert first.returncode == 0, first.stderr
+            first = await agent.call_tool(
+                "call_tool_write", {"name": "probe:plain_echo", "args": {}, "intent": {"operation_type": "write"}}
+            )
+            assert not first.is_error, first
             status = json.loads((await run(sandbox, "status", "-o", "json")).stdout)
         listed = json.loads((await run(sandbox, "grants", "list", "-o", "json")).stdout)["grants"]
         revoked = await run(sandbox, "grants", "revoke", "probe:plain_echo")
