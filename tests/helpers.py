@@ -102,6 +102,42 @@ async def agent(
         yield client
 
 
+def initialize_request(client: str) -> dict[str, Any]:
+    """A handshake-era `initialize` (request id "init") from a client called `client`."""
+    return {
+        "jsonrpc": "2.0",
+        "id": "init",
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"},
+        },
+    }
+
+
+def tools_call(request_id: str | int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A raw JSON-RPC `tools/call` request."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def screen_starts(line: str, cells: list[str]) -> list[int]:
+    """The screen column where each cell begins in `line` (wide characters take two)."""
+    from mcphost.console import cell_width
+
+    out, at = [], 0
+    for cell in cells:
+        found = line.index(cell, at)
+        out.append(cell_width(line[:found]))
+        at = found + len(cell)
+    return out
+
+
 def slow_read(started: Path, gate: Path) -> dict[str, Any]:
     """call_tool_read's arguments for the probe's `slow` tool: it touches `started`, then answers once `gate`
     exists."""
@@ -247,18 +283,7 @@ class RawAgent:
                 return message
 
     async def initialize(self) -> dict[str, Any]:
-        await self.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "init",
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw-agent", "version": "0"},
-                },
-            }
-        )
+        await self.send(initialize_request("raw-agent"))
         answer = await self.answer_to("init", timeout=30)
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return answer

@@ -17,23 +17,14 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.helpers import RawAgent, Sandbox, daemon, poll, raw_agent, slow_read
+from tests.helpers import RawAgent, Sandbox, daemon, initialize_request, poll, raw_agent, slow_read, tools_call
 
 PATHS = ["in-process", "relay"]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "init",
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "closes-early", "version": "0"},
-    },
-}
+INITIALIZE = initialize_request("closes-early")
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 LIST = {"jsonrpc": "2.0", "id": "list", "method": "tools/list"}
 READ = {"name": "probe:read_notes", "args": {"text": "last words"}, "intent": {"operation_type": "read"}}
-CALL = {"jsonrpc": "2.0", "id": "call", "method": "tools/call", "params": {"name": "call_tool_read", "arguments": READ}}
+CALL = tools_call("call", "call_tool_read", READ)
 # What would blame the daemon (or anyone) for an end the agent chose.
 BLAME = ("closed the", "is gone", "went away", "no daemon serves")
 
@@ -99,14 +90,7 @@ async def test_a_call_under_way_when_the_agent_closes_its_input_is_answered_befo
     arguments = slow_read(started, gate)
     async with session(sandbox, path) as raw:
         await raw.initialize()
-        await raw.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 7,
-                "method": "tools/call",
-                "params": {"name": "call_tool_read", "arguments": arguments},
-            }
-        )
+        await raw.send(tools_call(7, "call_tool_read", arguments))
         await poll(started.exists, "the call to reach the upstream")
         await raw.process.stdin.aclose()
         gate.touch()
@@ -125,14 +109,7 @@ async def test_a_signal_after_the_agent_closed_its_input_ends_the_wait_for_answe
     async with session(sandbox, path) as raw:
         await raw.initialize()
         arguments = slow_read(started, gate)
-        await raw.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 8,
-                "method": "tools/call",
-                "params": {"name": "call_tool_read", "arguments": arguments},
-            }
-        )
+        await raw.send(tools_call(8, "call_tool_read", arguments))
         await poll(started.exists, "the call to reach the upstream")
         await raw.process.stdin.aclose()
         raw.process.send_signal(signal.SIGTERM)

@@ -12,7 +12,7 @@ import tomllib
 from typing import Any
 
 from mcphost.console import cell_width
-from tests.helpers import Sandbox
+from tests.helpers import Sandbox, screen_starts
 
 MARK = "…"
 
@@ -32,16 +32,6 @@ def run(box: Sandbox, *args: str, columns: int | None = None) -> subprocess.Comp
         stdin=subprocess.DEVNULL,
         check=False,
     )
-
-
-def starts(line: str, cells: list[str]) -> list[int]:
-    """The screen column where each cell begins in `line`."""
-    out, at = [], 0
-    for cell in cells:
-        found = line.index(cell, at)
-        out.append(cell_width(line[:found]))
-        at = found + len(cell)
-    return out
 
 
 def cut_at_a_word(shown: str, full: str) -> bool:
@@ -140,8 +130,8 @@ def test_log_tail_and_activity_list_line_up_and_say_what_a_config_error_was(sand
     assert "deny by person after 2.3s" in rows[1] and "\x1b" not in tail.stdout and "\\x1b[2J" in rows[2]
     # Every id starts at the same screen column, whatever the wide characters before it (📝, 中文).
     ids = [r["id"] for r in written]
-    assert len({starts(line, [ident])[0] for line, ident in zip(rows, ids, strict=True)}) == 1
-    assert starts(header, ["ID"]) == starts(table[0], [ids[-1]])
+    assert len({screen_starts(line, [ident])[0] for line, ident in zip(rows, ids, strict=True)}) == 1
+    assert screen_starts(header, ["ID"]) == screen_starts(table[0], [ids[-1]])
     # `-o json` is the records, unchanged.
     as_json = [json.loads(line) for line in run(sandbox, "log", "tail", "-o", "json").stdout.splitlines()]
     assert as_json == written
@@ -176,7 +166,7 @@ def test_tools_has_a_header_and_cuts_descriptions_after_a_whole_word(sandbox: Sa
     header, *rows = shown.stdout.splitlines()
     assert header.split() == ["SCORE", "TOOL", "CALL", "WITH", "DESCRIPTION"]
     assert len(rows) == len(described)
-    at = starts(header, ["DESCRIPTION"])[0]
+    at = screen_starts(header, ["DESCRIPTION"])[0]
     cut = 0
     for row in rows:
         assert cell_width(row) <= 72, row

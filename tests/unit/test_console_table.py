@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mcphost.console import Column, Table, cell_width, cut, terminal_width
+from tests.helpers import screen_starts
 
 COLUMNS = (
     Column("NAME", flex=True, floor=8),
@@ -15,21 +16,11 @@ COLUMNS = (
 )
 
 
-def starts(line: str, cells: list[str]) -> list[int]:
-    """The screen column where each cell begins in `line`."""
-    out, at = [], 0
-    for cell in cells:
-        found = line.index(cell, at)
-        out.append(cell_width(line[:found]))
-        at = found + len(cell)
-    return out
-
-
 def test_columns_line_up_on_screen_with_wide_characters() -> None:
     rows = [("中文:工具", "💥 destructive", "01A", "删除"), ("fs:read", "📖 read", "01B", "plain")]
     lines = Table(COLUMNS).lines(rows)
-    at = starts(lines[0], ["NAME", "KIND", "ID", "DESCRIPTION"])
-    assert starts(lines[1], list(rows[0])) == starts(lines[2], list(rows[1])) == at
+    at = screen_starts(lines[0], ["NAME", "KIND", "ID", "DESCRIPTION"])
+    assert screen_starts(lines[1], list(rows[0])) == screen_starts(lines[2], list(rows[1])) == at
 
 
 def test_cells_are_escaped() -> None:
@@ -71,11 +62,13 @@ def test_rows_that_follow_keep_the_columns_and_widen_them_when_they_must() -> No
     table = Table(COLUMNS)
     (first,) = table.lines([("todo:list", "read", "01A", "one")], header=False, at_least=(14, 6, 3, 5))
     later = table.line(("todo:add_task", "write", "01B", "two"))
-    assert starts(first, ["todo:list", "read", "01A", "one"]) == starts(later, ["todo:add_task", "write", "01B", "two"])
+    assert screen_starts(first, ["todo:list", "read", "01A", "one"]) == screen_starts(
+        later, ["todo:add_task", "write", "01B", "two"]
+    )
     wider = table.line(("a-much-longer-tool-name", "write", "01C", "three"))
     assert "a-much-longer-tool-name" in wider, "a name is never cut when there is no terminal to fit"
     after = table.line(("x", "read", "01D", "four"))
-    assert starts(wider, ["a-much-longer-tool-name", "write"])[1] == starts(after, ["x", "read"])[1]
+    assert screen_starts(wider, ["a-much-longer-tool-name", "write"])[1] == screen_starts(after, ["x", "read"])[1]
 
 
 def test_an_output_that_cannot_take_utf8_gets_ascii() -> None:
