@@ -21,6 +21,7 @@ from mcphost.config import ConfigError, LoadedConfig
 from mcphost.config.diff import ConfigDiff, diff_configs
 from mcphost.config.state import state_path
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
+from mcphost.gateway.hooks import AgentToolGate
 from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
 from mcphost.upstream.connection import Connector, configured_transport
@@ -33,8 +34,7 @@ HostListener = Callable[[str], None]
 
 
 def log_settings(loaded: LoadedConfig) -> LogSettings:
-    log = loaded.config.log
-    return LogSettings(fsync=log.fsync, max_bytes=log.max_bytes, keep=log.keep, on_failure=log.on_failure)
+    return LogSettings.of(loaded.config.log)
 
 
 def error_details(error: ConfigError) -> dict[str, Any]:
@@ -71,6 +71,11 @@ class Host:
         self.approvals = Approvals(self.broker, self.grants)
         # Each call reads `self.loaded` once when it starts, so swapping it is the whole of an atomic reload.
         self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity, self.approvals)
+        self.hooks = AgentToolGate(lambda: self.loaded, self.activity, self.approvals, self._annotations)
+
+    def _annotations(self, server: str, tool: str) -> dict[str, Any] | None:
+        found = self.upstreams.find(server, tool)
+        return found.annotations if found is not None else None
 
     def on_event(self, listener: HostListener) -> None:
         self._listeners.append(listener)

@@ -7,8 +7,10 @@ the result against what the upstream server says about the tool.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -228,3 +230,236 @@ def validate_call(
     intent = parse_intent(raw, variant)
     check_two_keys(variant, intent)
     return intent, check_annotations(variant, tool_name, annotations, strict=strict)
+
+
+# ---- the agent's own tools (hooks): what a Bash command, an Edit or an MCP tool named in a hook amounts to
+
+
+class AgentToolKind(StrEnum):
+    """How a tool of the agent's own is judged: by its name alone, or by what its input says."""
+
+    READ = "read"
+    WRITE = "write"
+    DESTRUCTIVE = "destructive"
+    SHELL = "shell"  # the input's command decides: destructive patterns, then read-only commands, else write
+    PATCH = "patch"  # a patch: destructive when it deletes a file, else write
+    PASS = "pass"  # left to the agent: questions to its user, plan mode (an allow would answer them wrongly)
+
+
+# Claude Code (PascalCase), VS Code's model-facing names (snake_case), Copilot CLI (lower case) and Codex. Tools
+# whose only effect is on the agent's own state (todo lists, subagents, tool search) count as reads: each tool
+# a subagent then uses is asked about on its own.
+def _names(words: str) -> list[str]:
+    return words.split()
+
+
+BUILTIN_AGENT_TOOLS: dict[str, AgentToolKind] = {
+    **dict.fromkeys(
+        _names(
+            # Claude Code
+            "Read Glob Grep LS NotebookRead WebFetch WebSearch TodoRead TodoWrite ListMcpResourcesTool "
+            "ReadMcpResourceTool ReadMcpResourceDirTool ToolSearch LSP Agent Task TaskCreate TaskGet TaskList "
+            "TaskOutput TaskUpdate ListAgents BashOutput Monitor WaitForMcpServers CronList Skill "
+            # VS Code
+            "read_file list_dir file_search grep_search semantic_search get_errors get_changed_files fetch_webpage "
+            "get_terminal_output view_image github_repo test_failure get_search_view_results manage_todo_list "
+            "runSubagent memory "
+            # Copilot CLI
+            "view glob grep web_fetch task"
+        ),
+        AgentToolKind.READ,
+    ),
+    **dict.fromkeys(
+        _names(
+            "Edit Write MultiEdit NotebookEdit CronCreate CronDelete KillBash TaskStop "
+            "create_file replace_string_in_file multi_replace_string_in_file insert_edit_into_file edit_notebook_file "
+            "run_notebook_cell create_directory create_and_run_task run_task runTests run_vscode_command "
+            "install_extension create_new_workspace editFiles createFile edit create"
+        ),
+        AgentToolKind.WRITE,
+    ),
+    **dict.fromkeys(
+        _names("Bash PowerShell run_in_terminal runTerminalCommand bash powershell shell exec_command local_shell"),
+        AgentToolKind.SHELL,
+    ),
+    "apply_patch": AgentToolKind.PATCH,
+    **dict.fromkeys(
+        _names("AskUserQuestion ExitPlanMode EnterPlanMode EndConversation vscode_askQuestions ask_user"),
+        AgentToolKind.PASS,
+    ),
+}
+
+# Commands that delete or overwrite what cannot be had back: searched anywhere in the command, so `cd x && rm -r y`
+# and `$(rm y)` count. A command word is one not glued to a letter, `-` or `.` (`docker run --rm` is no `rm`).
+BUILTIN_DESTRUCTIVE_COMMANDS: dict[str, str] = {
+    "rm": r"(?<![\w.-])(rm|rmdir|unlink|shred|srm|wipefs|mkfs(\.\w+)?|fdisk|sfdisk|parted)(?![\w.-])",
+    "dd of=": r"(?<![\w.-])dd(?![\w.-])[^\n;|&]*\bof=",
+    "find -delete": r"(?<![\w.-])find(?![\w.-])[^\n;|&]*\s-(delete|exec(dir)?\s+(rm|shred|unlink))(?![\w-])",
+    "truncate": r"(?<![\w.-])truncate(?![\w.-])",
+    "git push --force": r"\bgit\s+push\b[^\n;|&]*(\s(-f|--force|--force-with-lease|--force-if-includes|--delete|-d"
+    r"|--mirror|--prune)(?=[\s=]|$)|\s\+\S|\s:\S)",
+    "git reset --hard": r"\bgit\s+reset\b[^\n;|&]*\s--(hard|merge|keep)\b",
+    "git clean": r"\bgit\s+clean\b[^\n;|&]*\s-\w*[fdx]",
+    "git checkout --": r"\bgit\s+checkout\b[^\n;|&]*\s(-f|--force|--)(?=\s|$)",
+    "git restore": r"\bgit\s+restore\b(?![^\n;|&]*--staged)",
+    "git branch -D": r"\bgit\s+branch\b[^\n;|&]*\s(-D|-d|--delete)(?=\s|$)",
+    "git history rewrite": r"\bgit\s+(stash\s+(drop|clear)|tag\s+(-d|--delete)|filter-branch|filter-repo"
+    r"|update-ref\s+-d|gc\s+--prune)\b",
+    "DROP TABLE": r"(?i)\b(drop\s+(table|database|schema|view|index|user|role)|truncate\s+table|delete\s+from)\b",
+    "FLUSHALL": r"(?i)\b(flushall|flushdb)\b",
+    "kubectl delete": r"\b(kubectl|oc)\s+delete\b",
+    "docker rm": r"\bdocker\s+(rm|rmi|(system|volume|container|image|network|builder)\s+(prune|rm))\b",
+    "terraform destroy": r"\bterraform\s+(destroy\b|apply\b[^\n;|&]*-destroy)",
+    "cloud delete": r"\b(helm\s+(uninstall|delete)|gh\s+(repo|release)\s+delete|aws\s+s3\s+(rm|rb)"
+    r"|gsutil\s+(rm|rb))\b",
+    "Remove-Item": r"(?i)\b(remove-item|format-volume|clear-disk|clear-content)\b|(?i:\b(rd|rmdir|del|erase)\s+/[sqf])",
+}
+
+# Commands that only look, matched against the whole command when it holds no shell operator (no `;`, `&`, `|`,
+# redirection, substitution or newline): anything cleverer is a write, and asked about as one.
+BUILTIN_READ_COMMANDS: tuple[str, ...] = (
+    r"(ls|ll|la|dir|tree|pwd|whoami|id|date|uname|hostname|which|type|file|stat|du|df|wc|nl|realpath|basename"
+    r"|dirname|cat|head|tail|less|more|grep|egrep|fgrep|rg|ag|md5sum|sha1sum|sha256sum|echo|printf)(\s+\S+)*",
+    r"find(?!.*\s-(exec|execdir|ok|okdir|delete|fprint\w*|fls)(\s|$))(\s+\S+)*",
+    r"git\s+(status|log|diff|show|blame|ls-files|ls-tree|rev-parse|describe|shortlog|cat-file|grep)"
+    r"(?!.*\s--output)(\s+\S+)*",
+    r"git\s+branch(\s+(-a|-r|-v|-vv|--all|--remotes|--verbose|--list|--show-current|--merged|--no-merged))*",
+    r"git\s+remote(\s+(-v|--verbose|show\s+\S+|get-url\s+\S+))?",
+    r"(?i)(get-childitem|get-content|get-location|get-item|select-string|test-path)(\s+\S+)*",
+)
+_SHELL_OPERATORS = re.compile(r"[;&|<>`$(){}\n\r\\]")
+_PATCH_DELETES = re.compile(r"^\*\*\* Delete File:", re.MULTILINE)
+# Claude Code and Codex: mcp__<server>__<tool>; VS Code: mcp_<server>_<tool> (its server label, lower-cased).
+_MCP_DOUBLE = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentToolTable:
+    """The `[hooks]` table, as plain data: a person's names and patterns first, then the built-in ones."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+    destructive: tuple[str, ...] = ()
+    shell: tuple[str, ...] = ()
+    destructive_commands: tuple[str, ...] = ()
+    read_commands: tuple[str, ...] = ()
+    unknown: OperationType = OperationType.WRITE
+    builtin: bool = True
+
+    def kind(self, name: str) -> tuple[AgentToolKind | None, str]:
+        for kind, names in (
+            (AgentToolKind.DESTRUCTIVE, self.destructive),
+            (AgentToolKind.WRITE, self.write),
+            (AgentToolKind.READ, self.read),
+            (AgentToolKind.SHELL, self.shell),
+        ):
+            if name in names:
+                return kind, f"hooks.{kind.value}"
+        if self.builtin and name in BUILTIN_AGENT_TOOLS:
+            return BUILTIN_AGENT_TOOLS[name], "built-in table"
+        return None, ""
+
+    def compiled(self) -> tuple[list[tuple[str, re.Pattern[str]]], list[tuple[str, re.Pattern[str]]]]:
+        return _compile(self.destructive_commands, self.read_commands, self.builtin)
+
+
+@functools.lru_cache(maxsize=16)
+def _compile(
+    destructive: tuple[str, ...], read: tuple[str, ...], builtin: bool
+) -> tuple[list[tuple[str, re.Pattern[str]]], list[tuple[str, re.Pattern[str]]]]:
+    mine = [(repr(p), re.compile(p)) for p in destructive]
+    if builtin:
+        mine += [(name, re.compile(p)) for name, p in BUILTIN_DESTRUCTIVE_COMMANDS.items()]
+    return mine, [(repr(p), re.compile(p)) for p in (*read, *(BUILTIN_READ_COMMANDS if builtin else ()))]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentToolClass:
+    """What an agent's tool call amounts to. `operation` None: mcphost leaves it to the agent."""
+
+    operation: OperationType | None
+    because: str  # for the record and the person: which table entry or pattern said so
+
+
+def mcp_tool_name(name: str, servers: Iterable[str] = ()) -> tuple[str, str] | None:
+    """(server, tool) of an MCP tool as an agent names it in a hook: `mcp__github__create_issue` (Claude Code,
+    Codex), or `mcp_github_create_issue` (VS Code) when `github` is one of `servers`."""
+    found = _MCP_DOUBLE.match(name)
+    if found:
+        return found["server"], found["tool"]
+    if name.startswith("mcp_"):
+        rest = name[4:]
+        for server in sorted(servers, key=len, reverse=True):
+            label = re.sub(r"[^a-z0-9_.-]", "_", server.lower())
+            if rest.startswith(label + "_") and len(rest) > len(label) + 1:
+                return server, rest[len(label) + 1 :]
+    return None
+
+
+def classify_agent_tool(
+    name: str,
+    tool_input: Mapping[str, Any],
+    table: AgentToolTable,
+    mcp_annotations: Mapping[str, Any] | None = None,
+) -> AgentToolClass:
+    """The variant an agent's own tool call is judged as. `mcp_annotations`: the hints of the MCP tool `name`
+    names, when mcphost knows its server (None: not an MCP tool mcphost knows)."""
+    kind, source = table.kind(name)
+    if kind is None and mcp_annotations is not None:
+        variant = recommended_variant(Annotations.from_mapping(mcp_annotations))
+        hints = (
+            "read-only"
+            if variant is ToolVariant.READ
+            else "destructive"
+            if variant is ToolVariant.DESTRUCTIVE
+            else "not read-only"
+        )
+        return AgentToolClass(variant.operation, f"the MCP server marks the tool {hints}")
+    if kind is None:
+        return AgentToolClass(table.unknown, f"not in the hooks table: hooks.unknown = {table.unknown.value}")
+    if kind is AgentToolKind.PASS:
+        return AgentToolClass(None, f"{name} is a question to the agent's user ({source}): left to the agent")
+    if kind is AgentToolKind.PATCH:
+        text = _first_text(tool_input, ("input", "command", "patch"))
+        if _PATCH_DELETES.search(text):
+            return AgentToolClass(OperationType.DESTRUCTIVE, "the patch deletes a file")
+        return AgentToolClass(OperationType.WRITE, f"{name} edits files ({source})")
+    if kind is AgentToolKind.SHELL:
+        return shell_command_class(_first_text(tool_input, ("command", "cmd", "script")), table)
+    return AgentToolClass(OperationType(kind.value), f"{name} is a {kind.value} tool ({source})")
+
+
+def shell_command_class(command: str, table: AgentToolTable) -> AgentToolClass:
+    destructive, read = table.compiled()
+    for pattern, compiled in destructive:
+        if compiled.search(command):
+            return AgentToolClass(OperationType.DESTRUCTIVE, f"the command matches the destructive pattern {pattern}")
+    stripped = command.strip()
+    if stripped and not _SHELL_OPERATORS.search(stripped):
+        for _name, compiled in read:
+            if compiled.fullmatch(stripped):
+                return AgentToolClass(OperationType.READ, "a command that only reads")
+    return AgentToolClass(OperationType.WRITE, "a shell command: write unless it only reads or it destroys")
+
+
+def _first_text(tool_input: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        value = tool_input.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):  # argv form
+            return " ".join(value)
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentToolUse:
+    """One tool call an agent's hook asks about, whichever agent and dialect it came in."""
+
+    agent: str  # claude-code | vscode | codex | copilot-cli
+    event: str  # PreToolUse | PermissionRequest | permission-prompt-tool
+    tool_name: str
+    tool_input: Mapping[str, Any]
+    session_id: str | None = None
+    tool_use_id: str | None = None
+    cwd: str | None = None

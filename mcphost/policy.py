@@ -45,6 +45,7 @@ class DecidedBy(StrEnum):
     TIMEOUT = "timeout"
     NO_APPROVER = "no_approver"
     ELICITATION = "elicitation"  # the agent's MCP client asked its user (no_editor = "elicit")
+    AGENT = "agent"  # hooks: nobody attached here, so the agent's own permission prompt asks its user
 
 
 class NoEditor(StrEnum):

@@ -372,6 +372,21 @@ EDITOR_PAYLOADS: dict[str, tuple[str, str, JsonSchemaMode]] = {
         f"The result of `{editor_protocol.GRANTS_REVOKE}`: the grants that were removed (none when nothing matched).",
         SENT,
     ),
+    "authorize-params": (
+        f"{editor_protocol.AUTHORIZE} params",
+        f"Client -> server request `{editor_protocol.AUTHORIZE}` (sent by `mcphost hook` and `mcphost "
+        "permission-server`): one tool call of the agent's own, as its hook described it. The daemon judges it "
+        "read, write or destructive by the [hooks] table, applies the policy and the remembered grants, asks the "
+        "attached approvers when the policy says so, and writes a hook_decision record before it answers. Closing "
+        "the connection withdraws the prompt.",
+        RECEIVED,
+    ),
+    "authorize-result": (
+        f"{editor_protocol.AUTHORIZE} result",
+        f"The result of `{editor_protocol.AUTHORIZE}`: allow, deny, ask (nobody attached: the agent's own prompt "
+        "should ask) or pass (no opinion), with the reason to show.",
+        SENT,
+    ),
 }
 
 

@@ -16,6 +16,8 @@ export const STATUS = 'mcphost/status';
 // client -> server requests: remembered approvals
 export const GRANTS_LIST = 'mcphost/grants';
 export const GRANTS_REVOKE = 'mcphost/revokeGrants';
+// client -> server request from an agent's hook (`mcphost hook`): the extension never sends it
+export const AUTHORIZE = 'mcphost/authorize';
 // standard JSON-RPC cancellation, sent when a prompt is answered elsewhere, expires, or its call ends
 export const CANCEL_REQUEST = '$/cancelRequest';
 
@@ -30,6 +32,8 @@ export const SCHEMA_METHODS: Record<string, string> = {
   'grants-result': GRANTS_LIST,
   'revoke-grants-params': GRANTS_REVOKE,
   'revoke-grants-result': GRANTS_REVOKE,
+  'authorize-params': AUTHORIZE,
+  'authorize-result': AUTHORIZE,
 };
 
 /** What the extension tells the daemon in `initialize`. */
@@ -202,16 +206,18 @@ export interface RecordMetadata {
   tool_variant?: string | null;
   annotations?: Record<string, unknown> | null;
   call_with?: string | null;
+  /** On hook_decision records: the agent, the hook event, the tool as the agent named it, why it was judged so. */
+  hook?: Record<string, unknown> | null;
 }
 
 export interface ActivityRecord {
   id: string;
   timestamp: string;
-  /** tool_call | tool_call_started | config_reload | config_error | upstream_connected | upstream_lost | ... */
+  /** tool_call | tool_call_started | hook_decision | config_reload | config_error | upstream_connected | ... */
   type: string;
   server?: string | null;
   tool?: string | null;
-  /** success | error | rejected | denied | expired | cancelled | started (tool_call_started only) */
+  /** success | error | rejected | denied | expired | cancelled | started (tool_call_started) | allowed | asked (hook_decision) */
   status?: string | null;
   duration_ms?: number | null;
   metadata: RecordMetadata;
@@ -357,6 +363,7 @@ export const FIELDS = {
     tool_variant: 'optional',
     annotations: 'optional',
     call_with: 'optional',
+    hook: 'optional',
   } satisfies Presence<RecordMetadata>,
 } as const;
 

@@ -41,6 +41,9 @@ const OUTCOME_ICONS: Record<string, IconSpec> = {
   expired: { id: 'watch', color: 'disabledForeground' },
   cancelled: { id: 'close', color: 'disabledForeground' },
   started: { id: 'sync~spin', color: 'charts.blue' },
+  // hook_decision records: an agent's own tool, let through here or handed to the agent's own prompt
+  allowed: { id: 'pass', color: 'testing.iconPassed' },
+  asked: { id: 'comment-discussion', color: 'charts.blue' },
 };
 
 /** A prompt that waits for a person's answer. */
@@ -62,6 +65,8 @@ const STATUS_WORDS: Record<string, string> = {
   expired: 'expired',
   cancelled: 'cancelled',
   started: 'running',
+  allowed: 'allowed',
+  asked: "asked in the agent's prompt",
 };
 
 export function variantIntent(variant: string | null | undefined): Intent | undefined {
@@ -146,9 +151,10 @@ function eventLabel(record: ActivityRecord): string {
   return record.server ? `${type}: ${plain(record.server, 80)}` : type;
 }
 
-/** A call's record: its outcome, or its start (a write or destructive call forwarded and under way). */
+/** A call's record: its outcome, or its start (a write or destructive call forwarded and under way), or the
+ * decision on one of the agent's own tools that its hook asked about. */
 function isCall(record: ActivityRecord): boolean {
-  return record.type === 'tool_call' || record.type === 'tool_call_started';
+  return record.type === 'tool_call' || record.type === 'tool_call_started' || record.type === 'hook_decision';
 }
 
 export function iconFor(record: ActivityRecord): IconSpec {

@@ -39,6 +39,18 @@ describe('record formatting', () => {
     assert.deepEqual(iconFor(record({ status: 'denied' })), destructive('denied'));
   });
 
+  it("shows a hook's decision on an agent's own tool as a call, with what the hook was told", () => {
+    const asked = formatRecord(
+      record({ type: 'hook_decision', status: 'asked', server: 'claude-code', tool: 'Bash', metadata: { tool_variant: 'call_tool_destructive' } }),
+      NOW,
+    );
+    assert.equal(asked.label, 'claude-code:Bash');
+    assert.equal(asked.description, "asked in the agent's prompt · 12.5 ms · destructive · 12:00:00");
+    assert.equal(asked.icon.id, 'comment-discussion');
+    const allowed = formatRecord(record({ type: 'hook_decision', status: 'allowed' }), NOW);
+    assert.ok(allowed.description.startsWith('allowed · '));
+  });
+
   it("shows a call under way (its start) as running, under the call's name", () => {
     const view = formatRecord(record({ type: 'tool_call_started', status: 'started', duration_ms: null }), NOW);
     assert.equal(view.label, 'todo:add_task');

@@ -16,7 +16,7 @@ from mcphost.activity.query import intent_type, is_mapping, record_time
 from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, Column, Table
 from mcphost.console import safe as _escape
 
-CALL_TYPES = ("tool_call", "tool_call_started")
+CALL_TYPES = ("tool_call", "tool_call_started", "hook_decision")
 
 
 def safe(value: Any, limit: int | None = None) -> str:

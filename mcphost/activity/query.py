@@ -18,7 +18,7 @@ from mcphost.activity.ids import id_time_ms
 from mcphost.activity.reader import Outcomes, Record, entries_newest_first
 
 INTENT_TYPES = ("read", "write", "destructive")
-STATUSES = ("success", "error", "rejected", "denied", "expired", "cancelled", "started")
+STATUSES = ("success", "error", "rejected", "denied", "expired", "cancelled", "started", "allowed", "asked")
 RECORD_TYPES = (
     "tool_call",
     "tool_call_started",
@@ -27,6 +27,7 @@ RECORD_TYPES = (
     "upstream_connected",
     "upstream_lost",
     "annotations_changed",
+    "hook_decision",
 )
 VARIANT_INTENTS = {
     "call_tool_read": "read",
@@ -316,7 +317,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> Summary:
         total += 1
         kind = str(record.get("type", "tool_call"))
         types[kind] += 1
-        if kind == "tool_call":
+        if kind in ("tool_call", "hook_decision"):
             intents[intent_type(record) or "unknown"] += 1
             statuses[str(record.get("status") or "unknown")] += 1
         if record.get("server"):

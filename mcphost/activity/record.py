@@ -28,6 +28,9 @@ class RecordType(StrEnum):
     UPSTREAM_CONNECTED = "upstream_connected"
     UPSTREAM_LOST = "upstream_lost"
     ANNOTATIONS_CHANGED = "annotations_changed"
+    # A tool of the agent's own (Bash, Edit, an MCP server mcphost does not front) that an agent's hook asked
+    # `mcphost hook` about: decided here, run (or not) by the agent. `metadata.hook` says which agent and hook.
+    HOOK_DECISION = "hook_decision"
 
 
 class Status(StrEnum):
@@ -38,6 +41,8 @@ class Status(StrEnum):
     EXPIRED = "expired"  # nobody answered the prompt in time
     CANCELLED = "cancelled"  # the agent cancelled or left, or the host shut down, before the call ended
     STARTED = "started"  # on tool_call_started records only
+    ALLOWED = "allowed"  # hook_decision: the agent was told to go ahead
+    ASKED = "asked"  # hook_decision: nobody here to ask, so the agent's own prompt asks its user
 
 
 class _Open(BaseModel):
@@ -81,6 +86,11 @@ class RecordMetadata(_Open):
         default=None, description="The hints mcphost acted on (the server's, after config overrides)."
     )
     call_with: str | None = Field(default=None, description="The variant mcphost recommends for this tool.")
+    hook: dict[str, Any] | None = Field(
+        default=None,
+        description="On hook_decision records: the agent, the hook event, the tool as the agent named it, its "
+        "tool_use_id, and why it was judged read, write or destructive.",
+    )
 
 
 class ActivityRecord(_Open):

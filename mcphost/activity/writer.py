@@ -50,6 +50,11 @@ class LogSettings:
     keep: int = 5
     on_failure: str = "refuse"  # [log] on_failure: what calls do while records cannot be written (the gateway acts)
 
+    @classmethod
+    def of(cls, log: Any) -> LogSettings:
+        """From the config's `[log]` table (any object with its fields)."""
+        return cls(fsync=log.fsync, max_bytes=log.max_bytes, keep=log.keep, on_failure=log.on_failure)
+
 
 class ActivityLog:
     def __init__(self, path: Path, settings: LogSettings | None = None) -> None:

@@ -39,6 +39,12 @@ COMMANDS: dict[str, Command] = {
     "approve": Command(
         "approve", "answer permission prompts in this terminal (attaches to the running daemon like an editor)"
     ),
+    "hook": Command(
+        "hook", "answer an agent's hook (Claude Code, VS Code, Codex) about its own tool calls; install it"
+    ),
+    "permission-server": Command(
+        "permission_server", "an MCP server with one tool for Claude Code's --permission-prompt-tool"
+    ),
     "demo": Command(
         "demo",
         "a guided run: an agent reads, writes and deletes todo tasks through mcphost (nothing of yours touched)",

@@ -65,7 +65,8 @@ class EditorChannel:
         return same_user(self._sock)
 
     def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # ASCII: an agent's text may hold lone surrogates, which JSON escapes and UTF-8 cannot carry.
+        body = json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")).encode("ascii")
         self._sock.settimeout(self._remaining())
         self._sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
@@ -132,13 +133,13 @@ def _content_length(head: bytes) -> int:
     raise ChannelError("sent a message without a valid Content-Length")
 
 
-def ask(info: dict[str, Any], name: str, method: str, params: Any = None) -> Any:
+def ask(info: dict[str, Any], name: str, method: str, params: Any = None, timeout: float = ASK_TIMEOUT) -> Any:
     """One request to one daemon on its editor channel, attached as a watcher (no prompts, no activity) for just
-    that long. Raises NoDaemon when the daemon cannot be reached, refuses, or does not answer in time."""
+    that long. Raises NoDaemon when the daemon cannot be reached, refuses, or does not answer within `timeout`."""
     path = Path(str(info["editor_socket"]))
     if not socket_is_ours(path):
         raise NoDaemon(f"{path} is not an editor socket owned by you and closed to others; refusing to attach")
-    deadline = time.monotonic() + ASK_TIMEOUT
+    deadline = time.monotonic() + timeout
     try:
         channel = EditorChannel(path, deadline)
     except OSError as exc:

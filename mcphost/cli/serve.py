@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 upstreams=host.upstreams,
                 config=lambda: (host.loaded.path, host.config_error),
                 endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
+                hooks=host.hooks,
             )
             host.on_event(hub.host_changed)
             async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mcphost.intent import AgentToolTable, OperationType
 from mcphost.paths import data_dir
 from mcphost.policy import Action, NoEditor, Policy, Remember
 
@@ -175,12 +176,76 @@ class LogConfig(StrictModel):
     )
 
 
+_TABLE = AgentToolTable()
+
+
+# The `[hooks]` table: how the agent's own tools (Bash, Edit, an MCP server of its own) that reach `mcphost hook`
+# map onto read / write / destructive. A person's names and patterns come first; the built-in table after them.
+class HooksConfig(StrictModel):
+    read: list[str] = Field(
+        default_factory=list, description="Tool names judged as reads (e.g. a custom Bash-free tool)."
+    )
+    write: list[str] = Field(default_factory=list, description="Tool names judged as writes.")
+    destructive: list[str] = Field(default_factory=list, description="Tool names judged as destructive.")
+    shell: list[str] = Field(
+        default_factory=list,
+        description="Tool names whose input `command` is a shell command, judged by the command patterns.",
+    )
+    destructive_commands: list[str] = Field(
+        default_factory=list,
+        description="Regular expressions (Python syntax, searched anywhere in the command): a shell command that "
+        "matches one is destructive. Checked before the built-in ones (rm, git push --force, DROP TABLE, ...).",
+    )
+    read_commands: list[str] = Field(
+        default_factory=list,
+        description="Regular expressions matched against the whole command: a command without shell operators "
+        "(; & | redirection, substitution) that matches one is a read. Checked before the built-in ones (ls, "
+        "cat, git status, ...).",
+    )
+    unknown: OperationType = Field(
+        default=_TABLE.unknown, description="What a tool in no list (and no MCP tool mcphost knows) is judged as."
+    )
+    builtin: bool = Field(
+        default=_TABLE.builtin,
+        strict=True,
+        description="false: only the names and patterns above count, none of the built-in table.",
+    )
+    mcphost_servers: list[str] = Field(
+        default_factory=lambda: ["mcphost"],
+        description="The names under which the agent knows mcphost itself: its tools are decided when the call "
+        "reaches mcphost, so the hook lets them through without a second prompt.",
+    )
+
+    @field_validator("destructive_commands", "read_commands")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return patterns
+
+    def to_table(self) -> AgentToolTable:
+        return AgentToolTable(
+            read=tuple(self.read),
+            write=tuple(self.write),
+            destructive=tuple(self.destructive),
+            shell=tuple(self.shell),
+            destructive_commands=tuple(self.destructive_commands),
+            read_commands=tuple(self.read_commands),
+            unknown=self.unknown,
+            builtin=self.builtin,
+        )
+
+
 class Config(StrictModel):
     intent_declaration: IntentDeclarationConfig = Field(default_factory=IntentDeclarationConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     log: LogConfig = Field(default_factory=LogConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
 
     @field_validator("servers")
     @classmethod

@@ -42,13 +42,19 @@ def read_state(path: Path | None = None) -> dict[str, Any]:
 def write_state(state: dict[str, Any], path: Path | None = None) -> Path:
     target = path or state_path()
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = (HEADER + tomli_w.dumps(state)).encode("utf-8")
-    # mkstemp creates the file 0600: state can hold what a person approved, for the user's eyes only.
+    # 0600: state can hold what a person approved, for the user's eyes only.
+    return write_atomically(target, (HEADER + tomli_w.dumps(state)).encode("utf-8"))
+
+
+def write_atomically(target: Path, data: bytes, mode: int = 0o600) -> Path:
+    """Replace `target` with `data` all at once: a temporary file beside it, fsynced, renamed over it. A crash
+    leaves the old file or the new one, never half of either."""
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         Path(temp).replace(target)
     except BaseException:

@@ -94,6 +94,7 @@ class EditorConnection(LanguageServer):
         self.attached = False
         self.closed = False
         self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._deciding: set[asyncio.Task[Any]] = set()  # hook requests under way: withdrawn when the hook leaves
         self._writer: SocketWriter | StdoutWriter | asyncio.StreamWriter | None = None
         handlers: dict[str, Callable[[Any], Any]] = {
             lsp.INITIALIZE: self._on_initialize,
@@ -102,6 +103,7 @@ class EditorConnection(LanguageServer):
             p.STATUS: self._on_status,
             p.GRANTS_LIST: self._on_grants,
             p.GRANTS_REVOKE: self._on_revoke,
+            p.AUTHORIZE: self._on_authorize,
         }
         for method, handler in handlers.items():
             # pygls tags the function it registers, which a bound method does not allow: register a wrapper.
@@ -151,6 +153,21 @@ class EditorConnection(LanguageServer):
         revoked = self.hub.grants.revoke(wanted.ids, wanted.tool, wanted.all)
         self.hub.status_changed()
         return p.RevokeGrantsResult(revoked=[g.info() for g in revoked]).model_dump(mode="json", exclude_none=True)
+
+    async def _on_authorize(self, params: Any) -> dict[str, Any]:
+        try:
+            asked = p.AuthorizeParams.model_validate(params or {})
+        except ValidationError as exc:
+            raise JsonRpcInvalidParams(f"invalid {p.AUTHORIZE} params: {_problems(exc)}") from None
+        task = asyncio.current_task()
+        if task is not None:
+            self._deciding.add(task)
+        try:
+            verdict = await self.hub.authorize(asked)
+        finally:
+            if task is not None:
+                self._deciding.discard(task)
+        return verdict.model_dump(mode="json", exclude_none=True)
 
     # ---- the approver side
 
@@ -244,6 +261,9 @@ class EditorConnection(LanguageServer):
         for waiter in self._waiting.values():
             if not waiter.done():
                 waiter.set_exception(ApproverGone("disconnected"))
+        for task in self._deciding:
+            # The hook was ended (its agent's timeout, or the agent itself): its prompt leaves the person's screen.
+            task.cancel()
         self.hub.detach(self)
         if self._writer is not None:
             with contextlib.suppress(Exception):

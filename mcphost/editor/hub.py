@@ -24,6 +24,8 @@ from mcphost.config import ConfigError
 from mcphost.editor import protocol as p
 from mcphost.editor.connection import EditorConnection
 from mcphost.editor.diagnostics import config_diagnostics
+from mcphost.gateway.hooks import AgentToolGate
+from mcphost.intent import AgentToolUse
 from mcphost.upstream.manager import UpstreamManager
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ class EditorHub:
         upstreams: UpstreamManager,
         config: ConfigState,
         endpoint: p.McpEndpoint | None = None,
+        hooks: AgentToolGate | None = None,
     ) -> None:
         self.broker = broker
         self.grants = grants
@@ -51,6 +54,7 @@ class EditorHub:
         self.upstreams = upstreams
         self.config = config
         self.endpoint = endpoint or p.McpEndpoint(url=None)
+        self.hooks = hooks
         self.socket_path: Path | None = None  # set by the listener while it accepts connections
         self.connections: dict[str, EditorConnection] = {}
         self._status_pending = False
@@ -131,6 +135,13 @@ class EditorHub:
             connection.publish_diagnostics(uri, diagnostics)
         if diagnostics:
             self._published.add(uri)
+
+    async def authorize(self, asked: p.AuthorizeParams) -> p.AuthorizeResult:
+        """An agent's hook asks about one of its own tool calls: decided by the gate (which may ask a person)."""
+        if self.hooks is None:
+            return p.AuthorizeResult(decision="ask", reason="mcphost: this daemon decides no hook calls")
+        verdict = await self.hooks.decide(AgentToolUse(**asked.model_dump()))
+        return p.AuthorizeResult.model_validate(verdict.to_dict())
 
     # ---- connections
 

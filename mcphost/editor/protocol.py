@@ -8,7 +8,7 @@ methods; docs/editor-protocol.md describes the exchange.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -23,6 +23,9 @@ STATUS = "mcphost/status"
 # client -> server requests: remembered approvals
 GRANTS_LIST = "mcphost/grants"
 GRANTS_REVOKE = "mcphost/revokeGrants"
+# client -> server request: an agent's hook (`mcphost hook`, `mcphost permission-server`) asks about one of the
+# agent's own tool calls; answered once decided (a person may be asked first) and on record
+AUTHORIZE = "mcphost/authorize"
 # standard JSON-RPC cancellation, sent when a prompt is answered elsewhere, expires, or its call ends
 CANCEL_REQUEST = "$/cancelRequest"
 
@@ -88,6 +91,29 @@ class RevokeGrantsResult(Payload):
     revoked: list[GrantInfo]
 
 
+class AuthorizeParams(Payload):
+    """`mcphost/authorize` params: one tool call of the agent's own, as its hook described it."""
+
+    agent: str = Field(description="claude-code | vscode | codex | copilot-cli")
+    event: str = Field(description="The hook that asks: PreToolUse | PermissionRequest | permission-prompt-tool")
+    tool_name: str = Field(description="The tool as the agent names it: Bash, Edit, mcp__github__create_issue, ...")
+    tool_input: dict[str, Any] = Field(default_factory=dict, description="The tool's input as the agent sent it.")
+    session_id: str | None = Field(default=None, description="The agent's session id (records show a derived name).")
+    tool_use_id: str | None = None
+    cwd: str | None = None
+
+
+class AuthorizeResult(Payload):
+    """`mcphost/authorize` result."""
+
+    decision: Literal["allow", "deny", "ask", "pass"] = Field(
+        description="ask: nobody is attached here, the agent's own prompt should ask; pass: no opinion"
+    )
+    reason: str
+    variant: str | None = Field(default=None, description="How the call was judged: call_tool_read | ...")
+    record_id: str | None = Field(default=None, description="Its hook_decision record.")
+
+
 # For schemas.py: every payload the channel carries, under the name its schema file gets.
 PAYLOADS: dict[str, type[BaseModel]] = {
     "permission-request": PermissionRequest,
@@ -96,4 +122,6 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "grants-result": GrantsResult,
     "revoke-grants-params": RevokeGrantsParams,
     "revoke-grants-result": RevokeGrantsResult,
+    "authorize-params": AuthorizeParams,
+    "authorize-result": AuthorizeResult,
 }

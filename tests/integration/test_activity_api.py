@@ -343,7 +343,7 @@ async def test_paging_under_a_filter_and_a_last_page_that_is_exactly_full(world:
 # ---- bad requests
 
 INTENTS = ("read", "write", "destructive")
-STATUSES = ("success", "error", "rejected", "denied", "expired", "cancelled", "started")
+STATUSES = ("success", "error", "rejected", "denied", "expired", "cancelled", "started", "allowed", "asked")
 TYPES = (
     "tool_call",
     "tool_call_started",

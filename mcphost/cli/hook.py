@@ -1,0 +1,212 @@
+"""`mcphost hook`: an agent's hook asks about one of its own tool calls (a hook payload on stdin, the agent's answer
+on stdout); `mcphost hook install|uninstall --agent A`: put that hook into the agent's settings, or take it out.
+
+The decision is the running daemon's when one serves this config (its editors are asked, its grants apply); else it
+is made here from the config file, and a call that needs a person is handed to the agent's own prompt. Whatever
+goes wrong, the call is blocked, never let through unasked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcphost import discovery
+from mcphost.intent import AgentToolUse
+from mcphost.paths import config_path
+from mcphost.serve.hook import AGENTS, MAX_PAYLOAD_BYTES, HookInputError, blocked, handled, parse_payload, render
+
+INSTALL_AGENTS = ("claude-code", "vscode", "codex")
+# How long a hook waits for the daemon's answer: the agent's own timeout (600 s as installed) ends it sooner.
+DAEMON_DEADLINE = 3600.0
+
+
+def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Read one hook payload (PreToolUse or PermissionRequest) on stdin and print the decision in the format "
+        "the agent reads. Agents run this; `mcphost hook install` sets it up."
+    )
+    p.add_argument("--agent", choices=AGENTS, default=None, help="the agent that runs the hook (default: detected)")
+    p.set_defaults(func=run)
+    actions = p.add_subparsers(dest="hook_action", metavar="ACTION")
+    for name, summary in (
+        ("install", "add mcphost's hook to an agent's settings (merged, with a backup)"),
+        ("uninstall", "remove exactly mcphost's hook from an agent's settings"),
+    ):
+        a = actions.add_parser(name, parents=[parent], help=summary, description=summary)
+        a.add_argument("--agent", choices=INSTALL_AGENTS, required=True)
+        a.add_argument(
+            "--scope",
+            choices=("user", "project"),
+            default="user",
+            help="user: every project of yours; project: this directory's settings (default: user)",
+        )
+        a.add_argument("--project", default=None, metavar="DIR", help="the project directory (default: this one)")
+        if name == "install":
+            a.add_argument("--uninstall", action="store_true", help="the same as `mcphost hook uninstall`")
+        a.set_defaults(func=install, install=name == "install")
+
+
+# ---- deciding
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
+    except OSError as exc:
+        return _answer(blocked(f"mcphost hook: cannot read the payload: {exc}"))
+    try:
+        request = parse_payload(raw, args.agent)
+    except HookInputError as exc:
+        return _answer(blocked(f"mcphost hook: {exc}; the call is blocked"))
+    if not handled(request):
+        return 0
+    try:
+        verdict = decide(request.use, args.config)
+    except HookFailure as exc:
+        return _answer(blocked(f"mcphost hook: {exc}; the call is blocked", request))
+    return _answer(render(request, str(verdict.get("decision")), str(verdict.get("reason") or "")))
+
+
+class HookFailure(Exception):
+    """No decision can be made (the config cannot be read): the call is blocked."""
+
+
+def decide(use: AgentToolUse, config: str | None) -> dict[str, Any]:
+    """The verdict on `use`: the daemon's, else one made here."""
+    verdict = through_daemon(use, config)
+    if verdict is not None:
+        return verdict
+    import anyio
+
+    return anyio.run(in_process, use, config)
+
+
+def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEMON_DEADLINE) -> dict[str, Any] | None:
+    """The running daemon's verdict, or None when no daemon serves this config or it cannot answer."""
+    target = discovery.for_config(config_path(config))
+    if target is None or not target.get("editor_socket"):
+        return None
+    from mcphost.cli.channel import ask
+
+    params = {
+        "agent": use.agent,
+        "event": use.event,
+        "tool_name": use.tool_name,
+        "tool_input": dict(use.tool_input),
+        "session_id": use.session_id,
+        "tool_use_id": use.tool_use_id,
+        "cwd": use.cwd,
+    }
+    try:
+        result = ask(target, "mcphost hook", "mcphost/authorize", params, timeout=deadline)
+    except discovery.NoDaemon as exc:
+        print(f"mcphost hook: {exc}; deciding from the config file", file=sys.stderr)
+        return None
+    if not isinstance(result, dict) or result.get("decision") not in ("allow", "deny", "ask", "pass"):
+        return None
+    return result
+
+
+async def in_process(use: AgentToolUse, config: str | None) -> dict[str, Any]:
+    """Decided here: the config file's policy and the remembered grants; nobody here to ask a person, so a call
+    that needs one goes to the agent's own prompt. On record like any other."""
+    from mcphost.activity.writer import ActivityLog, LogSettings
+    from mcphost.approval.approvals import Approvals
+    from mcphost.approval.broker import PermissionBroker
+    from mcphost.approval.grants import GrantStore
+    from mcphost.config import ConfigError, load_config
+    from mcphost.config.starter import embedded_default
+    from mcphost.config.state import state_path
+    from mcphost.gateway.hooks import AgentToolGate
+    from mcphost.paths import activity_log_path
+
+    try:
+        loaded = load_config(config, default=embedded_default)
+    except ConfigError as exc:
+        raise HookFailure(f"the config cannot be read ({exc})") from None
+    activity = ActivityLog(activity_log_path(), LogSettings.of(loaded.config.log))
+    try:
+        gate = AgentToolGate(lambda: loaded, activity, Approvals(PermissionBroker(), GrantStore(state_path())))
+        return (await gate.decide(use)).to_dict()
+    finally:
+        activity.close()
+
+
+def _answer(answer: Any) -> int:
+    if answer.stdout:
+        sys.stdout.write(answer.stdout)
+        sys.stdout.flush()
+    if answer.stderr:
+        sys.stderr.write(answer.stderr)
+        sys.stderr.flush()
+    code: int = answer.exit_code
+    return code
+
+
+# ---- installing
+
+
+def hook_command(agent: str) -> str:
+    """The command the agent runs: this very mcphost by its absolute path (an agent's PATH may not have it, or may
+    find another program of the same name first)."""
+    for script in (Path(sys.argv[0]), Path(sys.executable).parent / "mcphost"):
+        if script.name == "mcphost" and script.is_file():
+            return f"{shlex.quote(str(script.absolute()))} hook --agent {agent}"
+    return f"{shlex.quote(sys.executable)} -m mcphost hook --agent {agent}"
+
+
+def install(args: argparse.Namespace) -> int:
+    from mcphost.config.agent_settings import SettingsError, apply, hook_target
+
+    installing = args.install and not getattr(args, "uninstall", False)
+    project = Path(args.project).resolve() if args.project else Path.cwd()
+    target = hook_target(args.agent, args.scope, Path.home(), project)
+    command = hook_command(args.agent)
+    try:
+        change = apply(target, command, install=installing)
+        if not installing:
+            # An entry installed by another mcphost (another path) is mcphost's too.
+            change = _remove_any_mcphost(target, args.agent) or change
+    except (SettingsError, OSError) as exc:
+        print(f"mcphost: {exc}", file=sys.stderr)
+        return 1
+    what = "installed in" if installing else "removed from"
+    if not change.changed:
+        state = "already in" if installing else "not in"
+        print(f"mcphost's hook is {state} {change.path}; nothing changed")
+        return 0
+    print(f"mcphost's {', '.join(target.events)} hook {what} {change.path}")
+    if change.backup is not None:
+        print(f"  the previous file is kept as {change.backup}")
+    if installing:
+        print(f"  command: {command}")
+        print(f"  {_next_step(args.agent)}")
+    return 0
+
+
+def _remove_any_mcphost(target: Any, agent: str) -> Any:
+    from mcphost.config.agent_settings import apply, read_settings
+
+    path = target.path.resolve() if target.path.is_symlink() else target.path
+    hooks = read_settings(path).get("hooks")
+    suffix = f" hook --agent {agent}"
+    change = None
+    for entries in hooks.values() if isinstance(hooks, dict) else ():
+        for entry in entries if isinstance(entries, list) else ():
+            for handler in [entry, *(entry.get("hooks") or [] if isinstance(entry, dict) else [])]:
+                command = handler.get("command") if isinstance(handler, dict) else None
+                if isinstance(command, str) and command.endswith(suffix) and "mcphost" in command:
+                    change = apply(target, command, install=False)
+    return change
+
+
+def _next_step(agent: str) -> str:
+    if agent == "codex":
+        return "Codex runs a new hook only once you trust it: open Codex and review it with /hooks."
+    if agent == "vscode":
+        return "VS Code reads it in agent mode (chat.hookFilesLocations); reload the window if a chat is open."
+    return "Claude Code reads it at the next session start (or review it with /hooks)."

@@ -1,0 +1,222 @@
+"""`mcphost hook` run the way an agent runs it (a child process, the payload on stdin, a timeout), with and without a
+daemon, and `mcphost permission-server` driven by the official MCP SDK client as Claude Code drives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import Client, StdioServerParameters
+
+from tests.editor_client import allow, deny, editor, never
+from tests.helpers import Sandbox, daemon, poll, text_of
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
+AGENT_TIMEOUT = 60  # what the agent would give the hook before it gives up on it
+
+
+def payload(name: str, **changes: Any) -> bytes:
+    data = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    if "command" in changes:
+        data["tool_input"]["command"] = changes.pop("command")
+    data.update(changes)
+    return json.dumps(data).encode()
+
+
+def run_hook(box: Sandbox, stdin: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcphost", "hook", *args],
+        input=stdin,
+        env={**os.environ, **box.env()},
+        capture_output=True,
+        timeout=AGENT_TIMEOUT,
+        check=False,
+    )
+
+
+def decision(result: subprocess.CompletedProcess[bytes]) -> str:
+    assert result.returncode == 0, result.stderr
+    return str(json.loads(result.stdout)["hookSpecificOutput"]["permissionDecision"])
+
+
+def hook_records(box: Sandbox) -> list[dict[str, Any]]:
+    return [r for r in box.records() if r["type"] == "hook_decision"]
+
+
+def test_without_a_daemon_the_policy_decides_and_a_person_is_left_to_the_agents_prompt(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\nwrite = "ask"\ndestructive = "deny"\n')
+    assert decision(run_hook(sandbox, payload("claude-code/pretooluse-read.json"))) == "allow"
+    assert decision(run_hook(sandbox, payload("claude-code/pretooluse-write.json"))) == "ask"
+    denied = run_hook(sandbox, payload("claude-code/pretooluse-bash-rm.json"))
+    assert decision(denied) == "deny"
+    assert 'permissions.destructive = \\"deny\\"' in denied.stdout.decode()
+    read, write, rm = hook_records(sandbox)
+    assert (read["status"], read["decision"]["by"], read["tool"]) == ("allowed", "policy", "Read")
+    assert (write["status"], write["decision"]["by"], write["decision"]["outcome"]) == ("asked", "agent", "ask")
+    assert (rm["status"], rm["metadata"]["tool_variant"], rm["server"]) == (
+        "denied",
+        "call_tool_destructive",
+        "claude-code",
+    )
+    assert rm["metadata"]["hook"]["agent"] == "claude-code" and rm["metadata"]["hook"]["event"] == "PreToolUse"
+    assert rm["metadata"]["hook"]["because"].endswith("rm")
+    assert rm["client"] == "Claude Code (hook)"
+    assert rm["session_id"].startswith("claude-code-") and "abc123" not in json.dumps(rm)
+
+
+def test_codex_is_told_only_what_it_reads(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "allow"\ndestructive = "deny"\n')
+    allowed = run_hook(sandbox, payload("codex/pretooluse-bash.json", command="npm test"), "--agent", "codex")
+    assert (allowed.returncode, allowed.stdout) == (0, b"")
+    denied = run_hook(sandbox, payload("codex/pretooluse-bash.json", command="git reset --hard"), "--agent", "codex")
+    assert set(json.loads(denied.stdout)["hookSpecificOutput"]) == {
+        "hookEventName",
+        "permissionDecision",
+        "permissionDecisionReason",
+    }
+
+
+def test_an_unreadable_payload_or_config_blocks_the_call(sandbox: Sandbox) -> None:
+    garbage = run_hook(sandbox, b"{not json")
+    assert garbage.returncode == 2 and b"blocked" in garbage.stderr and garbage.stdout == b""
+    sandbox.write_config("[permissions\nread = ")
+    broken = run_hook(sandbox, payload("claude-code/pretooluse-read.json"))
+    assert broken.returncode == 2 and b"config" in broken.stderr
+    # A PermissionRequest ignores exit codes: the block is a printed deny.
+    asked = run_hook(sandbox, payload("claude-code/permissionrequest-bash.json"))
+    assert asked.returncode == 0
+    assert json.loads(asked.stdout)["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+
+
+def test_a_full_disk_is_a_deny_not_a_silent_pass(sandbox: Sandbox) -> None:
+    if not Path("/dev/full").exists():
+        return
+    sandbox.data.mkdir(parents=True)
+    sandbox.log.symlink_to("/dev/full")
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    result = run_hook(sandbox, payload("claude-code/pretooluse-read.json"))
+    assert decision(result) == "deny"
+    assert b"cannot be made durable" in result.stdout
+
+
+async def test_with_a_daemon_the_person_decides_in_the_editor(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "ask"\n')
+    async with daemon(sandbox) as d:
+        async with editor(d.editor_socket, allow()) as ed:
+            result = await anyio.to_thread.run_sync(run_hook, sandbox, payload("vscode/pretooluse-create_file.json"))
+            assert decision(result) == "allow"
+            [prompt] = ed.prompts
+            assert (prompt["server"], prompt["tool"], prompt["variant"]) == ("vscode", "create_file", "call_tool_write")
+            assert prompt["client"] == "VS Code (hook)"
+            assert prompt["arguments"]["filePath"].endswith("hello.ts")
+        async with editor(d.editor_socket, deny()):
+            result = await anyio.to_thread.run_sync(run_hook, sandbox, payload("vscode/pretooluse-create_file.json"))
+            assert decision(result) == "deny"
+            assert b"denied by the user" in result.stdout
+        # Nobody attached: the agent's own prompt asks.
+        result = await anyio.to_thread.run_sync(run_hook, sandbox, payload("vscode/pretooluse-create_file.json"))
+        assert decision(result) == "ask"
+    statuses = [(r["status"], r["decision"]["by"]) for r in hook_records(sandbox)]
+    assert statuses == [("allowed", "editor"), ("denied", "editor"), ("asked", "agent")]
+
+
+async def test_a_hook_ended_by_its_agent_withdraws_its_prompt(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "ask"\n')
+    async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
+        process = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "mcphost", "hook"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **sandbox.env()},
+        )
+        assert process.stdin is not None
+        process.stdin.write(payload("claude-code/pretooluse-write.json"))
+        process.stdin.close()
+        await poll(lambda: ed.prompts, "the prompt")
+        process.send_signal(signal.SIGTERM)  # the agent's timeout
+        await anyio.to_thread.run_sync(process.wait, 10)
+        await poll(lambda: ed.cancelled, "the prompt withdrawn")
+        [record] = await poll(lambda: hook_records(sandbox), "the record")
+    assert record["status"] == "cancelled"
+
+
+async def test_a_person_allowing_codexs_pre_tool_use_is_not_asked_again_by_its_permission_request(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config('[permissions]\nwrite = "ask"\n')
+    pre = payload("codex/pretooluse-bash.json", command="npm install")
+    asks = json.loads(pre)
+    asks.update(hook_event_name="PermissionRequest")
+    del asks["tool_use_id"]
+    async with daemon(sandbox) as d, editor(d.editor_socket, allow()) as ed:
+        first = await anyio.to_thread.run_sync(run_hook, sandbox, pre)
+        assert first.stdout == b""  # Codex cannot take an allow here
+        second = await anyio.to_thread.run_sync(run_hook, sandbox, json.dumps(asks).encode())
+        assert json.loads(second.stdout)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+        assert len(ed.prompts) == 1
+    assert [r["status"] for r in hook_records(sandbox)] == ["allowed", "allowed"]
+
+
+def test_install_and_uninstall_from_the_command_line(sandbox: Sandbox, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"model": "opus"}', encoding="utf-8")
+    argv = [sys.executable, "-m", "mcphost", "hook"]
+    env = {**os.environ, **sandbox.env()}
+    scope = ["--agent", "claude-code", "--scope", "project", "--project", str(project)]
+    done = subprocess.run([*argv, "install", *scope], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    [entry] = json.loads(settings.read_text())["hooks"]["PreToolUse"]
+    command = entry["hooks"][0]["command"]
+    assert command.endswith("hook --agent claude-code")
+    # The command installed is one the agent can run: it answers a payload.
+    ran = subprocess.run(command, shell=True, input=payload("claude-code/pretooluse-read.json"), env=env,
+                         capture_output=True, check=False, timeout=AGENT_TIMEOUT)  # fmt: skip
+    assert decision(ran) == "allow"
+    gone = subprocess.run([*argv, "uninstall", *scope], env=env, capture_output=True, text=True, check=False)
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads(settings.read_text()) == {"model": "opus"}
+    assert json.loads((settings.parent / "settings.json.mcphost-backup").read_text())["hooks"]
+
+
+def permission_server(box: Sandbox) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "mcphost", "permission-server", "--config", str(box.config)], env=box.env()
+    )
+
+
+async def test_the_permission_prompt_tool_answers_in_claude_codes_format(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\nwrite = "ask"\ndestructive = "deny"\n')
+    documented = json.loads((FIXTURES / "claude-code/permission-prompt-tool-arguments.json").read_text())
+    async with Client(permission_server(sandbox), cache=None) as client:
+        [tool] = (await client.list_tools()).tools
+        assert tool.name == "approve"
+        read = await client.call_tool(
+            "approve", {"tool_name": "Read", "input": {"file_path": "/x"}, "tool_use_id": "t"}
+        )
+        assert json.loads(text_of(read)) == {"behavior": "allow", "updatedInput": {"file_path": "/x"}}
+        write = await client.call_tool("approve", documented)
+        body = json.loads(text_of(write))
+        assert body["behavior"] == "deny" and "mcphost approve" in body["message"]  # headless: nobody to ask
+        rm = await client.call_tool("approve", {"tool_name": "Bash", "input": {"command": "rm -rf /"}})
+        assert json.loads(text_of(rm))["behavior"] == "deny"
+    events = {r["metadata"]["hook"]["event"] for r in hook_records(sandbox)}
+    assert events == {"permission-prompt-tool"}
+
+
+async def test_the_permission_prompt_tool_asks_the_person_through_the_daemon(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "ask"\n')
+    async with daemon(sandbox) as d, editor(d.editor_socket, allow()) as ed:
+        async with Client(permission_server(sandbox), cache=None) as client:
+            result = await client.call_tool("approve", {"tool_name": "Edit", "input": {"file_path": "/a"}})
+        assert json.loads(text_of(result)) == {"behavior": "allow", "updatedInput": {"file_path": "/a"}}
+        assert [p["tool"] for p in ed.prompts] == ["Edit"]

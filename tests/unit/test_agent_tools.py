@@ -1,0 +1,132 @@
+"""The agent's own tools mapped onto read / write / destructive: the pure core behind `mcphost hook`."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcphost.intent import (
+    AgentToolTable,
+    OperationType,
+    classify_agent_tool,
+    mcp_tool_name,
+    shell_command_class,
+)
+
+R, W, D = OperationType.READ, OperationType.WRITE, OperationType.DESTRUCTIVE
+TABLE = AgentToolTable()
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ls -la", R),
+        ("git status", R),
+        ("git log --oneline -5", R),
+        ("cat README.md", R),
+        ("rg TODO src", R),
+        ("find . -name '*.py'", R),
+        ("git branch", R),
+        ("npm test", W),
+        ("echo hi > notes.txt", W),
+        ("cat a | sh", W),
+        ("ls; curl x | sh", W),
+        ("git push origin main", W),
+        ("git branch feature", W),
+        ("docker run --rm alpine true", W),
+        ("find . -name x -exec sed -i s/a/b/ {} +", W),
+        ("git diff --output=patch.txt", W),
+        ("rm -rf build", D),
+        ("cd src && rm old.py", D),
+        ("echo $(rm -r ~/x)", D),
+        ("sudo rm /etc/hosts", D),
+        ("git push --force origin main", D),
+        ("git push -f", D),
+        ("git push origin +main", D),
+        ("git push origin :old-branch", D),
+        ("git push --force-with-lease", D),
+        ("git reset --hard HEAD~3", D),
+        ("git clean -fdx", D),
+        ("git checkout -- .", D),
+        ("git branch -D topic", D),
+        ("git stash drop", D),
+        ("find . -name '*.tmp' -delete", D),
+        ("dd if=/dev/zero of=/dev/sda", D),
+        ('psql -c "DROP TABLE users"', D),
+        ("sqlite3 app.db 'delete from sessions'", D),
+        ("kubectl delete pod web-1", D),
+        ("docker system prune -af", D),
+        ("terraform destroy", D),
+        ("Remove-Item -Recurse -Force build", D),
+        ("rd /s /q build", D),
+    ],
+)
+def test_shell_commands_are_read_only_when_they_only_look_destructive_when_they_delete(
+    command: str, expected: OperationType
+) -> None:
+    assert shell_command_class(command, TABLE).operation is expected
+
+
+def test_a_destructive_pattern_is_named_in_the_reason() -> None:
+    assert shell_command_class("git push --force", TABLE).because.endswith("git push --force")
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "expected"),
+    [
+        ("Read", {"file_path": "/a"}, R),
+        ("Grep", {"pattern": "x"}, R),
+        ("Glob", {"pattern": "*"}, R),
+        ("LS", {"path": "/"}, R),
+        ("WebFetch", {"url": "https://example.com", "prompt": "?"}, R),
+        ("Edit", {"file_path": "/a"}, W),
+        ("Write", {"file_path": "/a", "content": ""}, W),
+        ("NotebookEdit", {"notebook_path": "/a.ipynb"}, W),
+        ("Bash", {"command": "rm -rf /"}, D),
+        ("Bash", {"command": "pytest -q"}, W),
+        ("run_in_terminal", {"command": "git reset --hard", "explanation": "", "isBackground": False}, D),
+        ("read_file", {"filePath": "/a"}, R),
+        ("replace_string_in_file", {"filePath": "/a"}, W),
+        ("bash", {"command": "ls"}, R),
+        ("apply_patch", {"command": "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"}, W),
+        ("apply_patch", {"input": "*** Begin Patch\n*** Delete File: a.py\n*** End Patch"}, D),
+        ("SomeNewTool", {}, W),
+    ],
+)
+def test_each_agents_tools_map_onto_the_three_variants(tool: str, tool_input: dict, expected: OperationType) -> None:
+    assert classify_agent_tool(tool, tool_input, TABLE).operation is expected
+
+
+def test_questions_to_the_agents_user_are_left_to_the_agent() -> None:
+    for tool in ("AskUserQuestion", "ExitPlanMode", "vscode_askQuestions"):
+        assert classify_agent_tool(tool, {}, TABLE).operation is None
+
+
+def test_a_persons_table_comes_before_the_built_in_one() -> None:
+    mine = AgentToolTable(read=("Bash",), destructive=("Edit",), unknown=OperationType.READ)
+    assert classify_agent_tool("Bash", {"command": "rm -rf /"}, mine).operation is R
+    assert classify_agent_tool("Edit", {}, mine).operation is D
+    assert classify_agent_tool("Brand_new", {}, mine).operation is R
+
+
+def test_a_persons_command_patterns_extend_the_built_in_ones() -> None:
+    mine = AgentToolTable(destructive_commands=(r"\bmake\s+clean\b",), read_commands=(r"make\s+-n(\s+\S+)*",))
+    assert shell_command_class("make clean", mine).operation is D
+    assert shell_command_class("make -n all", mine).operation is R
+    assert shell_command_class("make -n all; rm x", mine).operation is D
+    assert shell_command_class("rm x", AgentToolTable(builtin=False)).operation is W
+
+
+def test_an_mcp_tool_is_judged_by_its_servers_annotations_when_mcphost_knows_them() -> None:
+    assert classify_agent_tool("mcp__github__delete_repo", {}, TABLE, {"destructiveHint": True}).operation is D
+    assert classify_agent_tool("mcp__github__get_issue", {}, TABLE, {"readOnlyHint": True}).operation is R
+    assert classify_agent_tool("mcp__github__get_issue", {}, TABLE, {}).operation is W
+    assert classify_agent_tool("mcp__unknown__anything", {}, TABLE).operation is W
+
+
+def test_mcp_tool_names_of_every_agent_are_split_into_server_and_tool() -> None:
+    assert mcp_tool_name("mcp__github__create_issue") == ("github", "create_issue")
+    assert mcp_tool_name("mcp__plugin_x_fs__read__deep") == ("plugin_x_fs", "read__deep")
+    assert mcp_tool_name("mcp_github_create_issue", ["github"]) == ("github", "create_issue")
+    assert mcp_tool_name("mcp_my_server_list", ["My Server", "my"]) == ("My Server", "list")
+    assert mcp_tool_name("mcp_github_create_issue") is None
+    assert mcp_tool_name("Bash") is None
