@@ -352,6 +352,7 @@ TYPES = (
     "upstream_connected",
     "upstream_lost",
     "annotations_changed",
+    "hook_decision",
 )
 PARAMETERS = ("intent_type", "status", "server", "tool", "type", "since", "limit", "cursor")
 
