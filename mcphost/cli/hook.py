@@ -11,13 +11,23 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from mcphost import discovery
 from mcphost.intent import AgentToolUse
 from mcphost.paths import config_path
-from mcphost.serve.hook import AGENTS, MAX_PAYLOAD_BYTES, HookInputError, blocked, handled, parse_payload, render
+from mcphost.serve.hook import (
+    AGENTS,
+    MAX_PAYLOAD_BYTES,
+    HookAnswer,
+    HookInputError,
+    blocked,
+    handled,
+    parse_payload,
+    render,
+)
 
 INSTALL_AGENTS = ("claude-code", "vscode", "codex")
 # How long a hook waits for the daemon's answer: the agent's own timeout (600 s as installed) ends it sooner.
@@ -92,15 +102,7 @@ def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEM
         return None
     from mcphost.cli.channel import ask
 
-    params = {
-        "agent": use.agent,
-        "event": use.event,
-        "tool_name": use.tool_name,
-        "tool_input": dict(use.tool_input),
-        "session_id": use.session_id,
-        "tool_use_id": use.tool_use_id,
-        "cwd": use.cwd,
-    }
+    params = {**asdict(use), "tool_input": dict(use.tool_input)}
     try:
         result = ask(target, "mcphost hook", "mcphost/authorize", params, timeout=deadline)
     except discovery.NoDaemon as exc:
@@ -136,15 +138,14 @@ async def in_process(use: AgentToolUse, config: str | None) -> dict[str, Any]:
         activity.close()
 
 
-def _answer(answer: Any) -> int:
+def _answer(answer: HookAnswer) -> int:
     if answer.stdout:
         sys.stdout.write(answer.stdout)
         sys.stdout.flush()
     if answer.stderr:
         sys.stderr.write(answer.stderr)
         sys.stderr.flush()
-    code: int = answer.exit_code
-    return code
+    return answer.exit_code
 
 
 # ---- installing
@@ -160,17 +161,14 @@ def hook_command(agent: str) -> str:
 
 
 def install(args: argparse.Namespace) -> int:
-    from mcphost.config.agent_settings import SettingsError, apply, hook_target
+    from mcphost.config.agent_settings import SettingsError, any_mcphost, apply, hook_target
 
     installing = args.install and not getattr(args, "uninstall", False)
     project = Path(args.project).resolve() if args.project else Path.cwd()
     target = hook_target(args.agent, args.scope, Path.home(), project)
     command = hook_command(args.agent)
     try:
-        change = apply(target, command, install=installing)
-        if not installing:
-            # An entry installed by another mcphost (another path) is mcphost's too.
-            change = _remove_any_mcphost(target, args.agent) or change
+        change = apply(target, command if installing else any_mcphost(args.agent), install=installing)
     except (SettingsError, OSError) as exc:
         print(f"mcphost: {exc}", file=sys.stderr)
         return 1
@@ -186,22 +184,6 @@ def install(args: argparse.Namespace) -> int:
         print(f"  command: {command}")
         print(f"  {_next_step(args.agent)}")
     return 0
-
-
-def _remove_any_mcphost(target: Any, agent: str) -> Any:
-    from mcphost.config.agent_settings import apply, read_settings
-
-    path = target.path.resolve() if target.path.is_symlink() else target.path
-    hooks = read_settings(path).get("hooks")
-    suffix = f" hook --agent {agent}"
-    change = None
-    for entries in hooks.values() if isinstance(hooks, dict) else ():
-        for entry in entries if isinstance(entries, list) else ():
-            for handler in [entry, *(entry.get("hooks") or [] if isinstance(entry, dict) else [])]:
-                command = handler.get("command") if isinstance(handler, dict) else None
-                if isinstance(command, str) and command.endswith(suffix) and "mcphost" in command:
-                    change = apply(target, command, install=False)
-    return change
 
 
 def _next_step(agent: str) -> str:

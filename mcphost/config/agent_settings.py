@@ -11,6 +11,7 @@ import copy
 import json
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,16 @@ def is_ours(handler: Any, command: str) -> bool:
     return isinstance(handler, dict) and handler.get("command") == command
 
 
+def any_mcphost(agent: str) -> Callable[[Any], bool]:
+    """A handler that runs some mcphost's hook for `agent`: one installed from another path is mcphost's too."""
+
+    def ours(handler: Any) -> bool:
+        command = handler.get("command") if isinstance(handler, dict) else None
+        return isinstance(command, str) and "mcphost" in command and command.endswith(f" hook --agent {agent}")
+
+    return ours
+
+
 def merge_hook(settings: dict[str, Any], target: HookTarget, command: str) -> dict[str, Any]:
     """`settings` with mcphost's hook for every event of `target`, everything else kept as it was."""
     merged = copy.deepcopy(settings)
@@ -72,9 +83,10 @@ def merge_hook(settings: dict[str, Any], target: HookTarget, command: str) -> di
     return merged
 
 
-def remove_hook(settings: dict[str, Any], target: HookTarget, command: str) -> dict[str, Any]:
-    """`settings` without mcphost's hook: exactly the handlers with its command, and the groups and event lists
-    left empty by their removal."""
+def remove_hook(settings: dict[str, Any], target: HookTarget, command: str | Callable[[Any], bool]) -> dict[str, Any]:
+    """`settings` without mcphost's hook: exactly the handlers with its command (or that `command` picks), and the
+    groups and event lists left empty by their removal."""
+    ours = command if callable(command) else lambda handler: is_ours(handler, command)
     merged = copy.deepcopy(settings)
     hooks = merged.get("hooks")
     if not isinstance(hooks, dict):
@@ -85,10 +97,10 @@ def remove_hook(settings: dict[str, Any], target: HookTarget, command: str) -> d
             continue
         kept = []
         for entry in entries:
-            if is_ours(entry, command):
+            if ours(entry):
                 continue
-            if isinstance(entry, dict) and isinstance(entry.get("hooks"), list) and _holds(entry, command):
-                entry["hooks"] = [h for h in entry["hooks"] if not is_ours(h, command)]
+            if isinstance(entry, dict) and isinstance(entry.get("hooks"), list) and any(map(ours, entry["hooks"])):
+                entry["hooks"] = [h for h in entry["hooks"] if not ours(h)]
                 if not entry["hooks"]:
                     continue
             kept.append(entry)
@@ -136,12 +148,16 @@ class Change:
     backup: Path | None = None
 
 
-def apply(target: HookTarget, command: str, *, install: bool) -> Change:
+def apply(target: HookTarget, command: str | Callable[[Any], bool], *, install: bool) -> Change:
     """Install or uninstall mcphost's hook in `target`'s file. A symlinked file is changed where it points; the
     previous content is kept as `<file>.mcphost-backup`."""
     path = target.path.resolve() if target.path.is_symlink() else target.path
     before = read_settings(path)
-    after = merge_hook(before, target, command) if install else remove_hook(before, target, command)
+    if install:
+        assert isinstance(command, str)
+        after = merge_hook(before, target, command)
+    else:
+        after = remove_hook(before, target, command)
     if after == before:
         return Change(path, False)
     backup = None
