@@ -128,6 +128,9 @@ async def test_ctrl_c_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) ->
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # A shell that runs the suite in the background hands its children SIGINT ignored, and Python keeps
+            # it so: the terminal's Ctrl-C this test stands for is a default handler.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             async with asyncio.timeout(30):
