@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 from mcp import Client, StdioServerParameters
+
+from mcphost.config.models import ServerConfig
+from mcphost.upstream.connection import UpstreamServer
 
 TESTS = Path(__file__).resolve().parent
 PROBE = TESTS / "servers" / "probe.py"
@@ -344,3 +348,73 @@ async def poll(predicate: Callable[[], Any], what: str, limit: float = 10) -> An
 
 def records_of(box: Sandbox, kind: str) -> list[dict[str, Any]]:
     return [r for r in box.records() if r["type"] == kind]
+
+
+HOSTILE = TESTS / "servers" / "hostile.py"
+
+
+class Hostile:
+    """The hostile server's state file and request trace, in a test's tmp_path."""
+
+    def __init__(self, root: Path) -> None:
+        self.state_path = root / "hostile-state.json"
+        self.trace_path = root / "hostile-trace.txt"
+        self.root = root
+
+    def set(self, **state: Any) -> None:
+        current = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        self.state_path.write_text(json.dumps({**current, **state}))
+
+    def config(self, **extra: Any) -> ServerConfig:
+        env = {"HOSTILE_STATE": str(self.state_path), "HOSTILE_TRACE": str(self.trace_path)}
+        return ServerConfig(command=sys.executable, args=[str(HOSTILE)], env=env, **extra)
+
+    def toml(self) -> str:
+        return (
+            f"[servers.hostile]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(HOSTILE))}]\n"
+            f"env = {{ HOSTILE_STATE = {json.dumps(str(self.state_path))} }}\n"
+        )
+
+    def requests(self, method: str) -> int:
+        if not self.trace_path.exists():
+            return 0
+        return self.trace_path.read_text().splitlines().count(method)
+
+
+Events = list[tuple[str, dict[str, Any]]]
+
+
+@asynccontextmanager
+async def running(config: ServerConfig, events: Events | None = None) -> AsyncIterator[UpstreamServer]:
+    def sink(kind: str, details: dict[str, Any]) -> None:
+        if events is not None:
+            events.append((kind, details))
+
+    server = UpstreamServer("hostile", config, on_event=sink)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.run)
+        await server.wait_first_attempt(20)
+        try:
+            yield server
+        finally:
+            server.close()
+
+
+@asynccontextmanager
+async def http_probe(*flags: str) -> AsyncIterator[str]:
+    """The probe upstream served over streamable HTTP on a free port (with `flags`); yields its URL."""
+    process = await anyio.open_process([sys.executable, str(PROBE), "--http", "0", *flags], env={**os.environ})
+    try:
+        assert process.stderr is not None
+        seen = ""
+        with anyio.fail_after(30):
+            async for chunk in process.stderr:
+                seen += chunk.decode()
+                if "listening on" in seen:
+                    break
+        yield seen.split("listening on ")[1].split()[0]
+    finally:
+        process.terminate()
+        with anyio.move_on_after(10):
+            await process.wait()
+        await process.aclose()

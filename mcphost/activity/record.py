@@ -42,7 +42,9 @@ class Status(StrEnum):
     CANCELLED = "cancelled"  # the agent cancelled or left, or the host shut down, before the call ended
     STARTED = "started"  # on tool_call_started records only
     ALLOWED = "allowed"  # hook_decision: the agent was told to go ahead
-    ASKED = "asked"  # hook_decision: nobody here to ask, so the agent's own prompt asks its user
+    # The agent's own client asks its user: a hook_decision answered "ask", or a 2026-era call that ended with the
+    # question (input required), to be repeated with the answer as a call of its own.
+    ASKED = "asked"
 
 
 class _Open(BaseModel):

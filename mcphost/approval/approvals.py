@@ -32,8 +32,29 @@ logger = logging.getLogger(__name__)
 # What a prompt shows of the arguments (redacted): beyond this, the start of their JSON.
 PROMPT_ARGUMENTS_MAX_BYTES = 16 * 1024
 
-# Asks the agent's MCP client to put a yes/no question to its user; returns True for yes. None: not declared.
-Elicit = Callable[[str, dict[str, Any]], Awaitable[bool]]
+
+@dataclass(frozen=True, slots=True)
+class Elicited:
+    """An answer given before this request (2026-07-28: in the repeated call), with how long ago it was asked."""
+
+    approve: bool
+    asked_ms: float
+
+
+class InputRequired(Exception):
+    """An `Elicit` that cannot wait for its answer raises this (2026-07-28: the question goes back in the call's
+    result, and the agent's client repeats the call with the answer). The call ends here, unforwarded, as "asked";
+    `decision` says so for its record."""
+
+    def __init__(self, message: str, schema: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.schema = schema
+        self.decision: Decision | None = None
+
+
+# Asks the agent's MCP client to put a yes/no question to its user; True for yes. None where the client cannot.
+Elicit = Callable[[str, dict[str, Any]], Awaitable[bool | Elicited]]
 
 
 @dataclass(slots=True)
@@ -300,15 +321,28 @@ class Approvals:
             "properties": {"approve": {"type": "boolean", "title": f"Allow {facts.variant.value} {facts.qualified}?"}},
             "required": ["approve"],
         }
+        rule = f"permissions.no_editor = {policy.no_editor.value}"
         answer: bool | None = None
+        wait_ms: float | None = None
         try:
             with anyio.move_on_after(policy.prompt_timeout):
-                answer = await elicit(message, schema)
+                given = await elicit(message, schema)
+                if isinstance(given, Elicited):
+                    wait_ms = given.asked_ms
+                    # Answered in a later request: an answer given after the prompt's time is no answer.
+                    answer = given.approve if given.asked_ms <= policy.prompt_timeout * 1000 else None
+                else:
+                    answer = given
+        except InputRequired as asked:
+            asked.decision = Decision(
+                by=DecidedBy.ELICITATION.value, action=action.value, outcome="asked", rule=rule, wait_ms=0.0
+            )
+            raise
         except Exception as exc:
             logger.info("elicitation for %s failed: %s", facts.qualified, exc)
             answer = False
-        wait_ms = ms_since(started)
-        rule = f"permissions.no_editor = {policy.no_editor.value}"
+        if wait_ms is None:
+            wait_ms = ms_since(started)
         details = {"variant": facts.variant.value, "tool": facts.qualified, "denied_by": DecidedBy.ELICITATION.value}
         if answer is None:
             return Authorization(

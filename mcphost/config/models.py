@@ -104,6 +104,11 @@ class ServerConfig(StrictModel):
         default=30.0, strict=True, gt=0, description="Seconds to wait for the server to start."
     )
     call_timeout: float = Field(default=300.0, strict=True, gt=0, description="Seconds one tool call may take.")
+    protocol: Literal["auto", "legacy", "2026-07-28"] = Field(
+        default="auto",
+        description="MCP revision to speak: auto (2026-07-28 if the server speaks it, else the initialize "
+        "handshake), legacy (the handshake only), or 2026-07-28 (no handshake at all).",
+    )
     max_result_bytes: int = Field(
         default=10 * 1024 * 1024,
         strict=True,

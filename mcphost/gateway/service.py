@@ -29,7 +29,7 @@ from mcphost.activity.record import (
     utc_now,
 )
 from mcphost.activity.writer import ActivityLog
-from mcphost.approval.approvals import Approvals, CallFacts, Elicit
+from mcphost.approval.approvals import Approvals, CallFacts, Elicit, InputRequired
 from mcphost.config import LoadedConfig, effective_annotations
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import check_input, parse_args, split_name
@@ -79,6 +79,8 @@ class CallOutcome:
     data: dict[str, Any] | None = None  # the same, JSON-ready, as the upstream sent it
     error: GatewayError | None = None
     warnings: list[str] = field(default_factory=list)
+    # The question for the agent's user, when the call ended to ask it (2026-07-28's input-required round trip).
+    asked: InputRequired | None = None
 
 
 def _recorded_intent(raw: Any) -> RecordIntent | None:
@@ -283,6 +285,10 @@ class Gateway:
             if record.server is None and isinstance(arguments.get("name"), str):
                 record.server, _, tool_part = arguments["name"].partition(":")
                 record.tool = tool_part or None
+        except InputRequired as asked:
+            # Not forwarded, not refused: the agent's client asks its user and repeats the call with the answer.
+            outcome.status, outcome.asked = Status.ASKED, asked
+            record.decision = asked.decision
         except Exception as exc:  # a bug must cost one call, never the session
             logger.exception("call %s failed unexpectedly", variant.value)
             bug = GatewayError(

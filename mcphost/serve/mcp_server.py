@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import itertools
 import json
 import logging
 import secrets
+import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -18,11 +20,12 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcphost import __version__
-from mcphost.approval.approvals import Elicit
+from mcphost.approval.approvals import Elicit, Elicited, InputRequired
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
@@ -47,6 +50,8 @@ def error_data(err: GatewayError) -> dict[str, Any]:
 
 def outcome_data(outcome: CallOutcome) -> dict[str, Any]:
     """The tool result for a call's outcome, JSON-ready: the upstream's answer as it sent it, or the error."""
+    if outcome.asked is not None:
+        return input_required_data(outcome.asked)
     if outcome.error is not None:
         data = error_data(outcome.error)
     else:
@@ -136,19 +141,102 @@ class Sessions:
             return None
         return found
 
-    def context(self, ctx: ServerRequestContext[Any, Any]) -> CallContext:
+    def context(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, rounds: InputRounds
+    ) -> CallContext:
         info = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
-        return CallContext(session_id=self.session_id(ctx), client=client_name(info), elicit=_elicitation(ctx))
+        return CallContext(
+            session_id=self.session_id(ctx), client=client_name(info), elicit=_elicitation(ctx, params, rounds)
+        )
 
 
-def _elicitation(ctx: ServerRequestContext[Any, Any]) -> Elicit | None:
-    """A yes/no question through the agent's client, when that client declared form elicitation."""
+APPROVAL_INPUT = "mcphost_approval"  # the key of mcphost's question in an input-required result
+# How long a question's sealed state is accepted at all; within that, [permissions] prompt_timeout decides.
+ROUND_STATE_TTL_S = 24 * 3600.0
+
+
+def question_digest(message: str, schema: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps([message, schema], sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def input_required_data(asked: InputRequired) -> dict[str, Any]:
+    """The result of a 2026-era call that ends to ask its question: the client puts it to its user and repeats the
+    call with the answer and this `requestState` (sealed by the SDK's boundary on the way out, so a client can
+    neither read nor forge it)."""
+    state = {"q": question_digest(asked.message, asked.schema), "t": time.time(), "n": secrets.token_hex(16)}
+    request = {"mode": "form", "message": asked.message, "requestedSchema": asked.schema}
+    return {
+        "resultType": "input_required",
+        "inputRequests": {APPROVAL_INPUT: {"method": "elicitation/create", "params": request}},
+        "requestState": json.dumps(state),
+    }
+
+
+class InputRounds:
+    """The answers 2026-era clients bring back in a repeated call. A question's state is good for one answer to
+    that same question (the repeated call's tool and arguments are bound by the SDK's seal), within the prompt's
+    time: an answer cannot be replayed for a second call, nor carried over to another."""
+
+    def __init__(self) -> None:
+        self._spent: dict[str, float] = {}
+
+    def asker(self, params: types.CallToolRequestParams) -> Elicit:
+        opened = _open_state(params.request_state)
+        response = (params.input_responses or {}).get(APPROVAL_INPUT)
+
+        async def ask(message: str, schema: dict[str, Any]) -> bool | Elicited:
+            if opened is not None and response is not None and opened[0] == question_digest(message, schema):
+                nonce, issued = opened[1], opened[2]
+                if self._spend(nonce, issued):
+                    return Elicited(approved(response), asked_ms=max(0.0, (time.time() - issued) * 1000))
+            raise InputRequired(message, schema)
+
+        return ask
+
+    def _spend(self, nonce: str, issued: float) -> bool:
+        now = time.time()
+        self._spent = {n: t for n, t in self._spent.items() if now - t < ROUND_STATE_TTL_S}
+        if nonce in self._spent or now - issued >= ROUND_STATE_TTL_S:
+            return False
+        self._spent[nonce] = issued
+        return True
+
+
+def _open_state(state: str | None) -> tuple[str, str, float] | None:
+    """(question digest, nonce, issued at) of a state this process minted; the boundary has checked its seal."""
+    if state is None:
+        return None
+    try:
+        fields = json.loads(state)
+        question, nonce, issued = fields["q"], fields["n"], fields["t"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(question, str) or not isinstance(nonce, str) or not isinstance(issued, int | float):
+        return None
+    return question, nonce, float(issued)
+
+
+def approved(response: Any) -> bool:
+    """Whether the client's answer to the yes/no form is yes."""
+    if isinstance(response, types.ElicitResult):
+        content = response.content or {}
+        return response.action == "accept" and content.get("approve") is True
+    return False
+
+
+def _elicitation(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, rounds: InputRounds
+) -> Elicit | None:
+    """A yes/no question through the agent's client, when that client declared form elicitation: a request of
+    ours on a handshake-era session, the input-required round trip on a 2026-era one."""
     capabilities = getattr(ctx.session, "client_capabilities", None)
     if capabilities is None or getattr(capabilities, "elicitation", None) is None:
         return None
+    if getattr(ctx.session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return rounds.asker(params)
     if not getattr(ctx.session, "can_send_request", True):
-        # Declared, but this transport cannot carry a server-initiated request (2026-era stateless HTTP):
-        # asking would fail and read as the user's "no"; nobody can be asked, so the call ends as NO_APPROVER.
+        # Declared, but this channel cannot carry a request of ours now: asking would fail and read as the user's
+        # "no"; nobody can be asked, so the call ends as NO_APPROVER.
         return None
     session, request_id = ctx.session, ctx.request_id
 
@@ -165,6 +253,7 @@ def build_server(gateway: Gateway, *, session_id: str | None = None, sessions: S
     `sessions` when the HTTP shortcut must name sessions as the server does."""
     tools = [types.Tool.model_validate(tool) for tool in tool_definitions()]
     sessions = sessions or Sessions(fixed=session_id)
+    rounds = InputRounds()
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -173,11 +262,13 @@ def build_server(gateway: Gateway, *, session_id: str | None = None, sessions: S
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        data = await call_result(gateway, params.name, params.arguments or {}, sessions.context(ctx))
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        data = await call_result(gateway, params.name, params.arguments or {}, sessions.context(ctx, params, rounds))
+        if data.get("resultType") == "input_required":
+            return types.InputRequiredResult.model_validate(data)
         return types.CallToolResult.model_validate(data)
 
-    return Server(
+    server: Server[Any] = Server(
         "mcphost",
         version=__version__,
         title="mcphost",
@@ -185,6 +276,14 @@ def build_server(gateway: Gateway, *, session_id: str | None = None, sessions: S
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
+    server.middleware.append(RequestStateBoundary(_round_state_security(), default_audience="mcphost"))
+    return server
+
+
+@functools.cache
+def _round_state_security() -> RequestStateSecurity:
+    # One key per process: a repeated call may arrive on another connection (stateless HTTP opens one per request).
+    return RequestStateSecurity.ephemeral(ttl=ROUND_STATE_TTL_S)
 
 
 def stdio_session_id() -> str:

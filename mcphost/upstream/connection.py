@@ -19,8 +19,16 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION_META_KEY,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcphost import __version__
@@ -34,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_BASE = 0.5
 BACKOFF_MAX = 30.0
+CLIENT_INFO = types.Implementation(name="mcphost", version=__version__)
 # Process-wide, so a server removed and added again never reuses a version an index was built from.
 _TOOL_LIST_VERSIONS = itertools.count(1)
 
@@ -217,6 +226,7 @@ class UpstreamServer:
         self._refreshing: _Refresh | None = None
         self.server_info: str | None = None
         self._client: Client | None = None
+        self.protocol_version: str | None = None  # what the live connection negotiated
         self._lane: RawLane | None = None  # tool calls skip the SDK session where the transport offers this
         self._first_attempt_done = anyio.Event()
         self._refresh_wanted = anyio.Event()
@@ -247,13 +257,19 @@ class UpstreamServer:
                             self._client = client
                             self.state, self.last_error, attempt, connected = State.CONNECTED, None, 0, True
                             self._first_attempt_done.set()
-                            details: dict[str, Any] = {"tools": len(self.tools), "server": self.server_info}
+                            details: dict[str, Any] = {
+                                "tools": len(self.tools),
+                                "server": self.server_info,
+                                "protocol": self.protocol_version,
+                            }
                             if self.dropped_tools:
                                 details["dropped_tools"] = [list(entry) for entry in self.dropped_tools]
                             self._on_event("upstream_connected", details)
                             logger.info("upstream %s connected (%d tools)", self.name, len(self.tools))
                             async with anyio.create_task_group() as tg:
                                 tg.start_soon(self._refresh_on_notification, client)
+                                if self.modern:
+                                    tg.start_soon(self._listen_for_changes, client)
                                 await lost.wait()
                                 tg.cancel_scope.cancel()
                     except Exception as exc:
@@ -277,23 +293,38 @@ class UpstreamServer:
 
     @asynccontextmanager
     async def _client_for(self, on_eof: Callable[[], None]) -> AsyncIterator[Client]:
-        # Legacy handshake: every server speaks it, and it delivers tools/list_changed without a subscription.
+        # "auto" asks for 2026-07-28 first (server/discover) and falls back to the initialize handshake on any
+        # answer that is not a modern server's, so servers of either era connect without a setting.
         transport = self._connect(self.name, self.config, on_eof)
         client = Client(
             transport,
-            mode="legacy",
+            mode=self.config.protocol,
             cache=None,
             message_handler=self._on_message,
-            client_info=types.Implementation(name="mcphost", version=__version__),
+            client_info=CLIENT_INFO,
         )
         async with client:
             info = client.server_info
             self.server_info = f"{info.name} {info.version}".strip() if info else None
-            self._lane = getattr(transport, "lane", None)
+            self.protocol_version = client.protocol_version
+            lane = getattr(transport, "lane", None)
+            if lane is not None and self.modern:
+                # A 2026-era request stands alone: each one carries the version and who asks, as the SDK's own do.
+                lane.envelope = {
+                    PROTOCOL_VERSION_META_KEY: client.protocol_version,
+                    CLIENT_INFO_META_KEY: CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True),
+                    CLIENT_CAPABILITIES_META_KEY: {},
+                }
+            self._lane = lane
             try:
                 yield client
             finally:
                 self._lane = None
+
+    @property
+    def modern(self) -> bool:
+        """Whether the connection speaks a 2026-era revision (no handshake; list changes come by subscription)."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
     @property
     def first_attempt_done(self) -> bool:
@@ -322,6 +353,32 @@ class UpstreamServer:
             self._refresh_wanted.set()
         elif isinstance(message, Exception):
             logger.warning("upstream %s sent something unreadable: %s", self.name, describe_exception(message))
+
+    async def _listen_for_changes(self, client: Client) -> None:
+        """At 2026-07-28 a server announces list changes only to a `subscriptions/listen` stream. The stream has
+        no replay, so each (re)opening re-reads the list: a change made while it was down is not lost."""
+        attempt = 0
+        while True:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    if not subscription.honored.tools_list_changed:
+                        return  # it will not say: calls re-read the list when they need it fresh
+                    if attempt:
+                        self._refresh_wanted.set()
+                    attempt = 0
+                    async for _event in subscription:
+                        self._refresh_wanted.set()
+                # A graceful close: the server ended the stream, not the connection. Open it again.
+            except ListenNotSupportedError:
+                return
+            except MCPError as exc:
+                if exc.error.code == METHOD_NOT_FOUND:
+                    return
+                logger.info("upstream %s: the change subscription ended: %s", self.name, describe_exception(exc))
+            except Exception as exc:
+                logger.info("upstream %s: the change subscription ended: %s", self.name, describe_exception(exc))
+            attempt += 1
+            await anyio.sleep(min(BACKOFF_MAX, BACKOFF_BASE * 2 ** min(attempt, 6)))
 
     async def _refresh_on_notification(self, client: Client) -> None:
         while True:
@@ -463,6 +520,10 @@ class UpstreamServer:
             reason = message if isinstance(message, str) else f"an unreadable error: {safe(str(error), 200)}"
             raise UpstreamCallFailed(self.name, reason)
         data = response.get("result")
+        if isinstance(data, dict) and data.get("resultType") == "input_required":
+            raise UpstreamCallFailed(
+                self.name, "the server asked for input from its user (input_required), which mcphost does not pass on"
+            )
         try:
             return ToolResult(types.CallToolResult.model_validate(data), data if isinstance(data, dict) else {})
         except ValidationError as exc:

@@ -215,6 +215,8 @@ class RawLane:
         self._pending: dict[str, asyncio.Future[dict[str, Any] | MessageTooLarge]] = {}
         self._ids = itertools.count()
         self._closed: str | None = None
+        # The `_meta` every request carries on a 2026-era connection (set once the connection knows its revision).
+        self.envelope: dict[str, Any] | None = None
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | MessageTooLarge:
         """The server's JSON-RPC response to `method` (a dict with "result" or "error"), or the MessageTooLarge
@@ -222,6 +224,8 @@ class RawLane:
         if self._closed is not None:
             raise LaneClosed(self._closed)
         request_id = f"{RAW_ID_PREFIX}{next(self._ids)}"
+        if self.envelope is not None:
+            params = {**params, "_meta": self.envelope}
         answer: asyncio.Future[dict[str, Any] | MessageTooLarge] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = answer
         try:

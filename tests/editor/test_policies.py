@@ -100,10 +100,15 @@ async def test_no_editor_elicit_asks_through_the_agent_client_when_it_can(lenien
     assert error["code"] == "NO_APPROVER"
     assert last_call(sandbox)["decision"]["by"] == "no_approver"
 
-    # A 2026-era (stateless HTTP) client declares elicitation but has no channel for the question: nobody
-    # can be asked, which is NO_APPROVER, not "denied by the user".
+    # A 2026-era (stateless HTTP) client has no channel for a request of ours: the question goes back in the
+    # call's result (input required), and its client repeats the call with the user's answer.
     async with eliciting_agent(d.url, d.headers, asked, mode="auto") as modern:
+        assert modern.protocol_version == "2026-07-28"
         with anyio.fail_after(SOON):
-            error = error_of(await call(modern, "write", "plain_echo"))
-    assert error["code"] == "NO_APPROVER"
-    assert len(asked) == 1
+            assert_ok(await call(modern, "write", "plain_echo", {"text": "round trip"}, reason="modern"))
+    assert len(asked) == 2
+    assert "probe:plain_echo" in asked[1].message and "modern" in asked[1].message
+    first, second = sandbox.tool_calls()[-2:]
+    assert first["status"] == "asked" and first["decision"]["outcome"] == "asked" and not first.get("forwarded")
+    assert second["status"] == "success" and second["decision"]["by"] == "elicitation"
+    assert second["decision"]["outcome"] == "allow"

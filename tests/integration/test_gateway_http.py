@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 
@@ -11,7 +10,7 @@ import anyio
 import anyio.to_thread
 import httpx2
 
-from tests.helpers import PROBE, Sandbox, agent, daemon, error_of, http_agent, text_of
+from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, http_probe, text_of
 
 INIT = {
     "jsonrpc": "2.0",
@@ -107,16 +106,7 @@ async def test_daemon_listens_on_loopback_only(sandbox: Sandbox) -> None:
 
 
 async def test_stdio_agent_reaches_an_http_upstream_with_headers_from_the_config(sandbox: Sandbox) -> None:
-    process = await anyio.open_process([sys.executable, str(PROBE), "--http", "0"], env={**os.environ})
-    try:
-        assert process.stderr is not None
-        seen = ""
-        with anyio.fail_after(30):
-            async for chunk in process.stderr:
-                seen += chunk.decode()
-                if "listening on" in seen:
-                    break
-        url = seen.split("listening on ")[1].split()[0]
+    async with http_probe() as url:
         sandbox.write_config(
             f'[permissions]\nwrite = "allow"\n[servers.remote]\nurl = "{url}"\n'
             'headers = { Authorization = "Bearer upstream-secret" }\n'
@@ -127,8 +117,3 @@ async def test_stdio_agent_reaches_an_http_upstream_with_headers_from_the_config
             )
             assert json.loads(text_of(result))["authorization"] == "Bearer upstream-secret"
         assert "upstream-secret" not in sandbox.log.read_text(encoding="utf-8")
-    finally:
-        process.terminate()
-        with anyio.move_on_after(10):
-            await process.wait()
-        await process.aclose()

@@ -13,8 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,65 +26,15 @@ from mcphost.upstream.connection import (
     State,
     UpstreamCallFailed,
     UpstreamResultTooLarge,
-    UpstreamServer,
     UpstreamUnavailable,
 )
 from mcphost.upstream.manager import UpstreamManager
-from tests.helpers import TESTS, Sandbox, daemon, http_agent
-
-HOSTILE = TESTS / "servers" / "hostile.py"
-
-
-class Hostile:
-    """The hostile server's state file and request trace, in a test's tmp_path."""
-
-    def __init__(self, root: Path) -> None:
-        self.state_path = root / "hostile-state.json"
-        self.trace_path = root / "hostile-trace.txt"
-        self.root = root
-
-    def set(self, **state: Any) -> None:
-        current = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
-        self.state_path.write_text(json.dumps({**current, **state}))
-
-    def config(self, **extra: Any) -> ServerConfig:
-        env = {"HOSTILE_STATE": str(self.state_path), "HOSTILE_TRACE": str(self.trace_path)}
-        return ServerConfig(command=sys.executable, args=[str(HOSTILE)], env=env, **extra)
-
-    def toml(self) -> str:
-        return (
-            f"[servers.hostile]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(HOSTILE))}]\n"
-            f"env = {{ HOSTILE_STATE = {json.dumps(str(self.state_path))} }}\n"
-        )
-
-    def requests(self, method: str) -> int:
-        if not self.trace_path.exists():
-            return 0
-        return self.trace_path.read_text().splitlines().count(method)
+from tests.helpers import Events, Hostile, Sandbox, daemon, http_agent, running
 
 
 @pytest.fixture
 def hostile(tmp_path: Path) -> Hostile:
     return Hostile(tmp_path)
-
-
-Events = list[tuple[str, dict[str, Any]]]
-
-
-@asynccontextmanager
-async def running(config: ServerConfig, events: Events | None = None) -> AsyncIterator[UpstreamServer]:
-    def sink(kind: str, details: dict[str, Any]) -> None:
-        if events is not None:
-            events.append((kind, details))
-
-    server = UpstreamServer("hostile", config, on_event=sink)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.run)
-        await server.wait_first_attempt(20)
-        try:
-            yield server
-        finally:
-            server.close()
 
 
 async def poll(check: Callable[[], bool], limit_s: float, what: str) -> None:

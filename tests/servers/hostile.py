@@ -100,12 +100,17 @@ def _answer(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         return {"tools": _tools(state)}
     if method == "tools/call":
         return _call(params["name"], params.get("arguments") or {})
-    return {}
+    if method == "ping":
+        return {}
+    # A handshake-era server knows no other method (server/discover among them), as real ones answer.
+    return {"error": {"code": -32601, "message": f"Method not found: {method}"}}
 
 
 def _send(request_id: Any, result: dict[str, Any], state: dict[str, Any]) -> None:
     body, rid = json.dumps(result), json.dumps(request_id)
-    if state.get("result_first"):
+    if set(result) == {"error"}:
+        line = f'{{"jsonrpc": "2.0", "id": {rid}, "error": {json.dumps(result["error"])}}}'
+    elif state.get("result_first"):
         line = f'{{"result": {body}, "jsonrpc": "2.0", "id": {rid}}}'
     else:
         line = f'{{"jsonrpc": "2.0", "id": {rid}, "result": {body}}}'
