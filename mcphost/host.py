@@ -7,10 +7,11 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from mcphost.activity.record import ActivityRecord, RecordType
 from mcphost.activity.writer import ActivityLog, LogSettings
@@ -26,6 +27,9 @@ from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
 from mcphost.upstream.connection import Connector, configured_transport
 from mcphost.upstream.manager import UpstreamManager
+
+if TYPE_CHECKING:
+    from mcphost.activity.export import ExportStatus, OtlpExporter
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +76,10 @@ class Host:
         # Each call reads `self.loaded` once when it starts, so swapping it is the whole of an atomic reload.
         self.gateway = Gateway(lambda: self.loaded, self.upstreams, self.activity, self.approvals)
         self.hooks = AgentToolGate(lambda: self.loaded, self.activity, self.approvals, self._annotations)
+        self._running = False
+        self._exporter: OtlpExporter | None = None
+        self._retired: list[OtlpExporter] = []  # exporters a reload removed, still flushing what they held
+        self._export_subscribed = False
 
     def _annotations(self, server: str, tool: str) -> dict[str, Any] | None:
         found = self.upstreams.find(server, tool)
@@ -99,6 +107,48 @@ class Host:
         self.activity.append(ActivityRecord(type=kind, server=server, tool=details.get("tool"), details=details))
         self._emit("upstream")
 
+    # ---- the activity stream to an OpenTelemetry collector ([export.otlp])
+
+    def _configure_export(self, loaded: LoadedConfig) -> None:
+        """Start, reconfigure or stop the exporter to match `loaded`. Imported only when configured: a host without
+        [export.otlp] pays nothing for it."""
+        otlp = loaded.config.export.otlp
+        self._retired = [e for e in self._retired if e.alive]
+        if otlp is None or not otlp.enabled:
+            if self._exporter is not None:
+                self._exporter.stop()  # it flushes what it holds in the background, within a short deadline
+                self._retired.append(self._exporter)
+                self._exporter = None
+            return
+        from mcphost.activity.export import ExportSettings, OtlpExporter
+
+        settings = ExportSettings.of(otlp)
+        if self._exporter is not None:
+            self._exporter.configure(settings)
+            return
+        self._exporter = OtlpExporter(settings)
+        self._exporter.start()
+        if not self._export_subscribed:
+            self.activity.subscribe(self._export)
+            self._export_subscribed = True
+
+    def _export(self, payload: dict[str, Any]) -> None:
+        exporter = self._exporter
+        if exporter is not None:
+            exporter.offer(payload)
+
+    def export_status(self) -> ExportStatus | None:
+        """The exporter's counts for `mcphost status`; None when nothing is exported."""
+        return self._exporter.status() if self._exporter is not None else None
+
+    def _close_export(self) -> None:
+        exporters = [e for e in (self._exporter, *self._retired) if e is not None]
+        self._exporter, self._retired = None, []
+        for exporter in exporters:
+            exporter.stop()
+        for exporter in exporters:
+            exporter.close()
+
     # ---- config reload
 
     def handle_config_event(self, event: ConfigEvent) -> None:
@@ -120,6 +170,8 @@ class Host:
         self.loaded = new
         self.config_error = None
         self.activity.configure(log_settings(new))
+        if self._running:
+            self._configure_export(new)
         if diff.servers_added or diff.servers_removed or diff.servers_restarted:
             self.upstreams.apply(self._servers())
         details: dict[str, Any] = {"file": str(new.path), **diff.to_dict(), "summary": diff.summary(), "sha256": sha256}
@@ -155,7 +207,15 @@ class Host:
     # ---- life cycle
 
     async def __aenter__(self) -> Host:
-        await self.upstreams.__aenter__()
+        self._running = True
+        # First: upstream_connected records of the first start are exported too.
+        self._configure_export(self.loaded)
+        try:
+            await self.upstreams.__aenter__()
+        except BaseException:
+            self._running = False
+            self._close_export()
+            raise
         self.upstreams.apply(self._servers())
         if self._watch:
             initial = None
@@ -177,4 +237,9 @@ class Host:
                 self._tg = None
             await self.upstreams.__aexit__(*exc)
         finally:
+            self._running = False
+            if self._exporter is not None or self._retired:
+                # Off the event loop, and shielded: a host cancelled on its way out still sends what it can.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._close_export)
             self.activity.close()

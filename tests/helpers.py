@@ -229,13 +229,20 @@ async def daemon(box: Sandbox, *extra_args: str) -> AsyncIterator[Daemon]:
         assert len(files) == 1, files
         yield Daemon(box, process, json.loads(files[0].read_text(encoding="utf-8")), stderr)
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                await anyio.to_thread.run_sync(process.wait, 10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        await stop_process(process)
+
+
+async def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s: a test's own child never outlives it."""
+    import anyio.to_thread
+
+    if process.poll() is None:
+        process.terminate()
+        try:
+            await anyio.to_thread.run_sync(process.wait, 10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @asynccontextmanager

@@ -106,6 +106,8 @@ export interface UpstreamStatus {
   state: string;
   tools: number;
   error?: string | null;
+  /** the MCP revision the connection speaks (e.g. 2026-07-28), while connected */
+  protocol?: string | null;
 }
 
 export interface EditorInfo {
@@ -128,6 +130,17 @@ export interface McpEndpoint {
   headers: Record<string, string>;
 }
 
+/** The activity stream's export to an OpenTelemetry collector (`[export.otlp]`). */
+export interface ExportStatus {
+  endpoint: string;
+  queued: number;
+  exported: number;
+  dropped: number;
+  last_error?: string | null;
+  last_error_at?: string | null;
+  last_export_at?: string | null;
+}
+
 /** `mcphost/status`: notification params on every change, and the result of the request. */
 export interface StatusPayload {
   version: string;
@@ -143,6 +156,7 @@ export interface StatusPayload {
   editors: EditorInfo[];
   config_error?: string | null;
   log_error?: string | null;
+  export?: ExportStatus | null;
 }
 
 export interface GrantInfo {
@@ -283,13 +297,24 @@ export const FIELDS = {
     editors: 'required',
     config_error: 'optional',
     log_error: 'optional',
+    export: 'optional',
   } satisfies Presence<StatusPayload>,
+  ExportStatus: {
+    endpoint: 'required',
+    queued: 'required',
+    exported: 'required',
+    dropped: 'required',
+    last_error: 'optional',
+    last_error_at: 'optional',
+    last_export_at: 'optional',
+  } satisfies Presence<ExportStatus>,
   UpstreamStatus: {
     name: 'required',
     transport: 'required',
     state: 'required',
     tools: 'required',
     error: 'optional',
+    protocol: 'optional',
   } satisfies Presence<UpstreamStatus>,
   EditorInfo: {
     id: 'required',

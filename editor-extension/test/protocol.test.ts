@@ -74,6 +74,7 @@ const DEFS: Record<string, FieldName> = {
   EditorInfo: 'EditorInfo',
   PendingPrompt: 'PendingPrompt',
   McpEndpoint: 'McpEndpoint',
+  ExportStatus: 'ExportStatus',
   GrantInfo: 'GrantInfo',
   Decision: 'Decision',
   ErrorInfo: 'ErrorInfo',

@@ -40,10 +40,14 @@ def run_path(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from mcphost.activity.redact import redact
+    from mcphost.activity.redact import REDACTED, redact
 
     loaded = load_or_exit(args)
     shown = redact(loaded.config.model_dump(mode="json"))
+    otlp = shown.get("export", {}).get("otlp")
+    if otlp and otlp.get("headers"):
+        # A backend's key is a credential whatever its header is called (x-honeycomb-team names no secret).
+        otlp["headers"] = dict.fromkeys(otlp["headers"], REDACTED)
     if args.output == "json":
         print_json({"path": str(loaded.path), "exists": loaded.exists, "config": shown})
         return 0

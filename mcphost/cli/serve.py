@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 config=lambda: (host.loaded.path, host.config_error),
                 endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
                 hooks=host.hooks,
+                export=host.export_status,
             )
             host.on_event(hub.host_changed)
             async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:

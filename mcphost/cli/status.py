@@ -63,6 +63,7 @@ SERVERS = (
     Column("SERVER", flex=True, floor=12),
     Column("STATE"),
     Column("TOOLS", right=True),
+    Column("PROTOCOL"),
     Column("ERROR", flex=True),
 )
 EDITORS = (Column("EDITOR", flex=True, floor=16), Column("VIA"), Column("SINCE"))
@@ -96,12 +97,21 @@ def _describe(report: dict[str, Any], width: int | None = None) -> str:
     lines.append(f"  activity log    {safe(report.get('log_path'))}")
     if report.get("log_error"):
         lines.append(f"  log error       {safe(report['log_error'])}")
+    export = report.get("export")
+    if isinstance(export, dict):
+        lines.extend(_export_lines(export))
     servers = report.get("servers") or []
     up = sum(1 for s in servers if s.get("state") == "connected")
     lines.append(f"  upstreams       {up}/{len(servers)} connected")
     if servers:
         listed = [
-            (str(s.get("name")), str(s.get("state")), str(s.get("tools", "")), str(s.get("error") or ""))
+            (
+                str(s.get("name")),
+                str(s.get("state")),
+                str(s.get("tools", "")),
+                str(s.get("protocol") or ""),
+                str(s.get("error") or ""),
+            )
             for s in servers
         ]
         lines.extend(_table(SERVERS, listed, width))
@@ -118,3 +128,16 @@ def _describe(report: dict[str, Any], width: int | None = None) -> str:
         ]
         lines.extend(_table(PROMPTS, waiting, width))
     return "\n".join(lines)
+
+
+def _export_lines(export: dict[str, Any]) -> list[str]:
+    """The OTLP export: where to, and what became of the records; the last problem while it may still hold."""
+    counts = f"{safe(export.get('exported', 0))} exported, {safe(export.get('queued', 0))} queued, "
+    counts += f"{safe(export.get('dropped', 0))} dropped"
+    lines = [f"  OTLP export     {safe(export.get('endpoint'))}  ({counts})"]
+    error, at = export.get("last_error"), export.get("last_error_at")
+    if error:
+        recovered = export.get("last_export_at") and at and str(export["last_export_at"]) > str(at)
+        since = " (since recovered)" if recovered else ""
+        lines.append(f"  export error    {safe(error)}  at {safe(at)}{since}")
+    return lines

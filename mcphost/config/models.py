@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -244,6 +244,72 @@ class HooksConfig(StrictModel):
         )
 
 
+# The record types of the activity log (`mcphost.activity.record.RecordType`; a unit test keeps the two the same).
+ExportedRecordType = Literal[
+    "tool_call",
+    "tool_call_started",
+    "hook_decision",
+    "config_reload",
+    "config_error",
+    "upstream_connected",
+    "upstream_lost",
+    "annotations_changed",
+]
+EXPORTED_RECORD_TYPES: tuple[ExportedRecordType, ...] = get_args(ExportedRecordType)
+
+
+# The `[export.otlp]` table: the activity stream, as it is written (redacted), sent on to an OpenTelemetry collector.
+class OtlpExportConfig(StrictModel):
+    enabled: bool = Field(default=True, strict=True, description="false: keep the table but export nothing.")
+    endpoint: str = Field(
+        default="http://127.0.0.1:4318",
+        description="The collector's OTLP http/protobuf base URL; records go to <endpoint>/v1/traces and "
+        "<endpoint>/v1/logs.",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="HTTP headers sent with every export, e.g. Authorization for a hosted backend.",
+    )
+    records: list[ExportedRecordType] = Field(
+        default_factory=lambda: list(EXPORTED_RECORD_TYPES),
+        description="Which record types are exported: tool_call and hook_decision as spans, the others as logs.",
+    )
+    timeout: float = Field(
+        default=10.0,
+        strict=True,
+        gt=0,
+        le=300,
+        description="Seconds one batch may take to reach the collector, retries included; then it is dropped "
+        "(and counted in `mcphost status`).",
+    )
+    capture_content: bool = Field(
+        default=False,
+        strict=True,
+        description="true: spans also carry the tool's arguments and the start of its answer, redacted as in the "
+        "activity log (gen_ai.tool.call.arguments, mcphost.response_preview).",
+    )
+    resource: dict[str, str] = Field(
+        default_factory=dict,
+        description='More resource attributes on everything exported, e.g. { "user.email" = "ana@example.com", '
+        '"deployment.environment.name" = "dev" }.',
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, endpoint: str) -> str:
+        if not re.match(r"^https?://[^/?#]+", endpoint):
+            raise ValueError(f"endpoint must be an http:// or https:// URL, got {endpoint!r}")
+        if "?" in endpoint or "#" in endpoint:
+            raise ValueError(f"endpoint is a base URL (no query or fragment), got {endpoint!r}")
+        return endpoint
+
+
+class ExportConfig(StrictModel):
+    otlp: OtlpExportConfig | None = Field(
+        default=None, description="The activity stream as OpenTelemetry spans and logs, over OTLP http/protobuf."
+    )
+
+
 class Config(StrictModel):
     intent_declaration: IntentDeclarationConfig = Field(default_factory=IntentDeclarationConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
@@ -251,6 +317,7 @@ class Config(StrictModel):
     log: LogConfig = Field(default_factory=LogConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
 
     @field_validator("servers")
     @classmethod

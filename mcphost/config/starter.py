@@ -69,6 +69,18 @@ redact_keys = []              # more argument names to redact, beside token, pas
 
 [daemon]
 port = 0                      # the agent endpoint's port on 127.0.0.1; 0 picks a free one
+
+# The activity stream, as written (redacted), to an OpenTelemetry collector: calls as spans, host events as logs.
+# A collector that is down or slow never slows a call; what cannot be sent is counted in `mcphost status`.
+# [export.otlp]
+# endpoint = "http://127.0.0.1:4318"  # OTLP http/protobuf base URL (<endpoint>/v1/traces, <endpoint>/v1/logs)
+# headers = {{ Authorization = "Bearer ..." }}   # for a hosted backend
+# records = ["tool_call", "hook_decision", "tool_call_started", "config_reload", "config_error",
+#            "upstream_connected", "upstream_lost", "annotations_changed"]   # the default: all of them
+# timeout = 10                  # seconds a batch may take, retries included; then it is dropped and counted
+# capture_content = false       # true: spans also carry the (redacted) arguments and the start of the answer
+# resource = {{ "user.email" = "ana@example.com" }}   # more resource attributes
+# enabled = true
 """
 
 

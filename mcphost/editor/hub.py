@@ -8,11 +8,12 @@ rather than the whole host, so it can be built and tested over any of them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -28,10 +29,15 @@ from mcphost.gateway.hooks import AgentToolGate
 from mcphost.intent import AgentToolUse
 from mcphost.upstream.manager import UpstreamManager
 
+if TYPE_CHECKING:  # imported only by a host that exports
+    from mcphost.activity.export import ExportStatus
+
 logger = logging.getLogger(__name__)
 
 # The config file in force, and why its last save was not applied (None when it was).
 ConfigState = Callable[[], tuple[Path, ConfigError | None]]
+# The OTLP exporter's counts, when one runs.
+ExportState = Callable[[], "ExportStatus | None"]
 
 
 class EditorHub:
@@ -47,6 +53,7 @@ class EditorHub:
         config: ConfigState,
         endpoint: p.McpEndpoint | None = None,
         hooks: AgentToolGate | None = None,
+        export: ExportState | None = None,
     ) -> None:
         self.broker = broker
         self.grants = grants
@@ -55,6 +62,7 @@ class EditorHub:
         self.config = config
         self.endpoint = endpoint or p.McpEndpoint(url=None)
         self.hooks = hooks
+        self.export = export or (lambda: None)
         self.socket_path: Path | None = None  # set by the listener while it accepts connections
         self.connections: dict[str, EditorConnection] = {}
         self._status_pending = False
@@ -80,6 +88,7 @@ class EditorHub:
             editors=[c.info() for c in self.connections.values() if c.attached and c.approver],
             config_error=str(error) if error is not None else None,
             log_error=self.activity.last_error,
+            export=_export_status(self.export()),
         )
 
     def status_changed(self) -> None:
@@ -163,3 +172,7 @@ class EditorHub:
         self.connections.pop(connection.id, None)
         if was_attached:
             self.status_changed()
+
+
+def _export_status(status: ExportStatus | None) -> p.ExportStatus | None:
+    return p.ExportStatus.model_validate(dataclasses.asdict(status)) if status is not None else None

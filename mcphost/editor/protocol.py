@@ -38,6 +38,9 @@ class UpstreamStatus(Payload):
     state: str = Field(description="connecting | connected | reconnecting | closed")
     tools: int
     error: str | None = None
+    protocol: str | None = Field(
+        default=None, description="The MCP revision the connection speaks (e.g. 2026-07-28), while connected."
+    )
 
 
 class EditorInfo(Payload):
@@ -50,6 +53,21 @@ class EditorInfo(Payload):
 class McpEndpoint(Payload):
     url: str | None = Field(description="The agent endpoint (streamable HTTP on 127.0.0.1).")
     headers: dict[str, str] = Field(default_factory=dict, description="Headers an agent must send: the token.")
+
+
+class ExportStatus(Payload):
+    """The activity stream's export to an OpenTelemetry collector (`[export.otlp]`)."""
+
+    endpoint: str = Field(description="The collector's base URL (a password in it is masked).")
+    queued: int = Field(description="Records waiting to be sent, or being sent.")
+    exported: int = Field(description="Records the collector accepted since the daemon started.")
+    dropped: int = Field(
+        description="Records given up on: the queue was full, the collector refused them or stayed unreachable "
+        "past the timeout, or rejected them in a partial success."
+    )
+    last_error: str | None = Field(default=None, description="The last problem, which may be over by now.")
+    last_error_at: str | None = Field(default=None, description="When it happened (RFC 3339, UTC).")
+    last_export_at: str | None = Field(default=None, description="When the collector last accepted a batch.")
 
 
 class StatusPayload(Payload):
@@ -71,6 +89,9 @@ class StatusPayload(Payload):
     )
     config_error: str | None = Field(default=None, description="Why the last save of the config was not applied.")
     log_error: str | None = Field(default=None, description="Why the activity log cannot be written right now.")
+    export: ExportStatus | None = Field(
+        default=None, description="The OTLP export of the activity stream, when `[export.otlp]` is configured."
+    )
 
 
 class GrantsResult(Payload):

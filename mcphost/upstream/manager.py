@@ -32,9 +32,12 @@ class ServerStatus:
     tools: int
     error: str | None
     dropped_tools: tuple[tuple[str, str], ...] = ()  # (name, reason): tools left out as malformed
+    protocol: str | None = None  # the MCP revision the live connection speaks
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "transport": self.transport, "state": self.state, "tools": self.tools}
+        if self.protocol:
+            out["protocol"] = self.protocol
         if self.error:
             out["error"] = self.error
         if self.dropped_tools:
@@ -135,6 +138,7 @@ class UpstreamManager:
                 len(s.tools),
                 s.last_error if s.state is not State.CONNECTED else None,
                 tuple(s.dropped_tools),
+                s.protocol_version if s.state is State.CONNECTED else None,
             )
             for name, s in sorted(self.servers.items())
         ]

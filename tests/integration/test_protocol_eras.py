@@ -30,6 +30,8 @@ from tests.helpers import (
     daemon,
     error_of,
     http_probe,
+    mcphost,
+    poll,
     raw_agent,
     records_of,
     running,
@@ -304,3 +306,18 @@ async def test_an_answer_given_after_prompt_timeout_expires_the_call(sandbox: Sa
     assert answer["isError"] and answer["structuredContent"]["error"]["code"] == "APPROVAL_TIMEOUT"
     record = sandbox.tool_calls()[-1]
     assert record["status"] == "expired" and record["decision"]["wait_ms"] >= 300
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_status_says_which_revision_each_upstream_speaks(shared: Daemon) -> None:
+    def connected() -> dict[str, Any] | None:
+        shown = mcphost(shared.box, "status", "-o", "json")
+        assert shown.returncode == 0, shown.stderr
+        (report,) = json.loads(shown.stdout)["daemons"]
+        (server,) = report["servers"]
+        return server if server["state"] == "connected" else None
+
+    probe = await poll(connected, "the probe upstream connected", limit=30)
+    assert probe["protocol"] == MODERN
+    table = mcphost(shared.box, "status")
+    assert MODERN in table.stdout and "PROTOCOL" in table.stdout

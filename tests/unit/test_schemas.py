@@ -241,6 +241,14 @@ def status_payload() -> ep.StatusPayload:
         ],
         editors=[ep.EditorInfo(id="editor-1", name="vscode 1.2", transport="stdio", attached_at="2026-11-21T10:00Z")],
         config_error="permissions.write: Input should be 'allow', 'ask', 'confirm' or 'deny'",
+        export=ep.ExportStatus(
+            endpoint="http://127.0.0.1:4318",
+            queued=2,
+            exported=1204,
+            dropped=37,
+            last_error="cannot reach the collector at http://127.0.0.1:4318/v1/traces: connection refused",
+            last_error_at="2026-11-21T10:05:00.250Z",
+        ),
     )
 
 
@@ -315,6 +323,7 @@ def test_status_as_sent_validates() -> None:
     assert not validator.is_valid({**full, "pending": "one"})
     assert not validator.is_valid({k: v for k, v in full.items() if k != "servers"})
     assert not validator.is_valid({**full, "editors": [{"id": "editor-1", "name": "x", "transport": "tcp"}]})
+    assert not validator.is_valid({**full, "export": {**full["export"], "dropped": "many"}})
 
 
 def test_grants_payloads_validate() -> None:
