@@ -15,13 +15,16 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench.common import BenchFailure, machine, run_bench
+from mcphost.approval.approvals import path_resolver
+from mcphost.config.loader import parse_config
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import Annotations, OperationType, ToolVariant, raw_intent, validate_call
-from mcphost.policy import Action, Policy, decide
+from mcphost.policy import Action, Policy, RuleSubject, decide
 
 TARGET_US = 50.0
 
@@ -46,16 +49,57 @@ def full_path() -> Any:
     server, tool = split_name(ARGUMENTS["name"], VARIANT)
     args = parse_args(ARGUMENTS, VARIANT)
     intent, verdict = validate_call(VARIANT, raw, QUALIFIED, ANNOTATIONS, strict=True)
-    return args, intent, verdict, decide(POLICY, VARIANT, server, tool)
+    return args, intent, verdict, decide(POLICY, RuleSubject(VARIANT, server, tool))
 
 
 def validate_and_decide() -> Any:
     intent, verdict = validate_call(VARIANT, INTENT, QUALIFIED, ANNOTATIONS, strict=True)
-    return intent, verdict, decide(POLICY, VARIANT, "srv", "tool")
+    return intent, verdict, decide(POLICY, SUBJECT)
 
 
 def gateway_parsing() -> Any:
     return raw_intent(ARGUMENTS), split_name(ARGUMENTS["name"], VARIANT), parse_args(ARGUMENTS, VARIANT)
+
+
+SUBJECT = RuleSubject(VARIANT, "srv", "tool", "claude-code 2.1", {"text": "hello", "limit": 10, "path": "src/a.py"})
+
+
+def _rules_toml(count: int, same_tool: bool) -> str:
+    """`count` rules of every condition kind. `same_tool`: all on the called tool and variant, each failing on its
+    last argument, so every rule is read to the end (the worst case); else spread over other servers (the usual)."""
+    kinds = [
+        'text = { glob = "draft:*" }',
+        "text = { regex = '(?i)drop\\s+table' }",
+        "limit = { equals = 11 }",
+        'text = { one_of = ["a", "b", "c"] }',
+        'path = { inside = "/nonexistent/elsewhere" }',
+    ]
+    out = []
+    for i in range(count):
+        tool = "srv:*" if same_tool else f"server{i}:*"
+        out.append(
+            f'[[rules]]\ntool = "{tool}"\nvariant = "read"\nclient = "claude-*"\n'
+            f'args = {{ {kinds[i % len(kinds)]} }}\naction = "deny"\nreason = "rule {i}"\n'
+        )
+    return "\n".join(out)
+
+
+RESOLVE = path_resolver(Path.cwd())
+SPREAD = parse_config(_rules_toml(100, same_tool=False), Path("bench.toml")).compiled_rules
+DENSE = parse_config(_rules_toml(100, same_tool=True), Path("bench.toml")).compiled_rules
+DENSE_NO_PATHS = tuple(rule for rule in DENSE if "inside" not in repr(rule.args))
+
+
+def rules_spread() -> Any:
+    return decide(POLICY, SUBJECT, SPREAD, RESOLVE)
+
+
+def rules_dense() -> Any:
+    return decide(POLICY, SUBJECT, DENSE, RESOLVE)
+
+
+def rules_dense_no_paths() -> Any:
+    return decide(POLICY, SUBJECT, DENSE_NO_PATHS, RESOLVE)
 
 
 def rejection() -> Any:
@@ -79,6 +123,9 @@ CASES: list[tuple[str, str, Callable[[], Any]]] = [
     ("full", "parse + validate + decide (full pre-forward path)", full_path),
     ("validate_decide", "validate_call + decide", validate_and_decide),
     ("parsing", "raw_intent + split_name + parse_args", gateway_parsing),
+    ("rules_spread", "decide over 100 rules on other servers (none match)", rules_spread),
+    ("rules_dense", "decide over 100 rules on this tool, each read to its end", rules_dense),
+    ("rules_dense_no_paths", f"the same without `inside` ({len(DENSE_NO_PATHS)} rules)", rules_dense_no_paths),
     ("rejection", "rejection: INTENT_MISMATCH raised and caught", rejection),
     ("baseline", "baseline: dict lookup + json.loads(args_json)", baseline),
     ("empty", "empty function call (loop + call floor)", empty),
@@ -91,6 +138,9 @@ def check() -> None:
         raise BenchFailure(f"unexpected validation result: args={args!r} intent={intent!r} verdict={verdict!r}")
     if decision.action is not Action.ALLOW:
         raise BenchFailure(f"default policy should allow a read, got {decision!r}")
+    for rules in (SPREAD, DENSE):
+        if decide(POLICY, SUBJECT, rules, RESOLVE).rule != "permissions.read":
+            raise BenchFailure("no bench rule should match the call: every rule must be read")
     err = rejection()
     if err.code is not ErrorCode.INTENT_MISMATCH:
         raise BenchFailure(f"the mismatched intent should fail with INTENT_MISMATCH, got {err.code}: {err.message}")
@@ -161,7 +211,7 @@ def render(report: dict[str, Any]) -> str:
     for key, case in report["cases"].items():
         ratio = case["ratio_to_baseline"]
         line = f"{case['label']:<52} {case['best_us']:>8.2f} {case['median_us']:>10.2f} {ratio:>10.2f}x"
-        if key == "full":
+        if key in ("full", "rules_spread", "rules_dense"):
             line += f"   target < {report['target_us']:g} µs"
         lines.append(line)
     return "\n".join(lines) + "\n"

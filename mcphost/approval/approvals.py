@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,7 +27,18 @@ from mcphost.approval.prompt import Answer, PermissionRequest, PromptIntent, one
 from mcphost.config import LoadedConfig
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import ToolVariant, stricter_variant
-from mcphost.policy import Action, DecidedBy, NoEditor, Policy, Remember, clamp_remember, decide, remember_options
+from mcphost.policy import (
+    Action,
+    DecidedBy,
+    NoEditor,
+    Policy,
+    Remember,
+    ResolvePath,
+    RuleSubject,
+    clamp_remember,
+    decide,
+    remember_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +113,10 @@ def _expires_at(seconds: float) -> str:
 
 
 class Approvals:
-    def __init__(self, broker: PermissionBroker, grants: GrantStore) -> None:
+    def __init__(self, broker: PermissionBroker, grants: GrantStore, workspace: Path | None = None) -> None:
         self.broker = broker
+        # Rules that ask where a path is (`inside`) resolve relative paths against the workspace the host started in.
+        self.resolve_path = path_resolver(workspace or Path.cwd())
         self.grants = grants
         # server:tool -> (old, new) annotations, from the upstream's own change notices; shown until a person
         # has decided on the tool once since.
@@ -117,8 +132,9 @@ class Approvals:
         # The stricter of what the agent declared and what the server says: a tool the server does not mark
         # read-only is no read, whichever variant it is called through (strict validation aside, which rejects).
         governing = stricter_variant(facts.variant, ToolVariant(facts.call_with))
-        verdict = decide(policy, governing, facts.server, facts.tool)
-        key = f"permissions.{governing.operation.value}"
+        subject = RuleSubject(governing, facts.server, facts.tool, facts.client, facts.arguments)
+        verdict = decide(policy, subject, loaded.config.compiled_rules, self.resolve_path)
+        key = verdict.rule
         details: dict[str, Any] = {
             "variant": facts.variant.value,
             "tool": facts.qualified,
@@ -136,17 +152,33 @@ class Approvals:
             )
 
         def decision(by: DecidedBy, outcome: str, **extra: Any) -> Decision:
-            return Decision(by=by.value, action=verdict.action.value, outcome=outcome, rule=verdict.rule, **extra)
+            return Decision(
+                by=by.value,
+                action=verdict.action.value,
+                outcome=outcome,
+                rule=verdict.rule,
+                reason=verdict.reason,
+                **extra,
+            )
 
         if verdict.action is Action.DENY:
+            if verdict.rule.startswith("rules["):
+                because = f": {verdict.reason}" if verdict.reason else ""
+                message = (
+                    f"Permission denied by {verdict.rule} in {loaded.path}{because}. Do not retry it as is; ask the "
+                    "user if it should be allowed."
+                )
+                details["rule"] = verdict.rule
+                if verdict.reason:
+                    details["reason"] = verdict.reason
+            else:
+                message = (
+                    f'Permission denied by policy: {key} = "deny" in {loaded.path}. '
+                    f'Change it to "allow", "ask" or "confirm" to let {governing.operation.value} calls through.'
+                )
             return Authorization(
                 decision(DecidedBy.POLICY, "deny"),
-                GatewayError(
-                    ErrorCode.PERMISSION_DENIED,
-                    f'Permission denied by policy: {key} = "deny" in {loaded.path}. '
-                    f'Change it to "allow", "ask" or "confirm" to let {governing.operation.value} calls through.',
-                    {**details, "denied_by": DecidedBy.POLICY.value},
-                ),
+                GatewayError(ErrorCode.PERMISSION_DENIED, message, {**details, "denied_by": DecidedBy.POLICY.value}),
                 escalated,
             )
         if verdict.action is Action.ALLOW:
@@ -416,3 +448,13 @@ def _hints(annotations: dict[str, Any] | None) -> str:
     keys = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
     shown = {k: annotations[k] for k in keys if k in annotations}
     return "{" + ", ".join(f"{k}: {str(v).lower()}" for k, v in shown.items()) + "}"
+
+
+def path_resolver(workspace: Path) -> ResolvePath:
+    """Where a path an agent names really is: ~ expanded, relative to `workspace`, `..` and symlinks resolved (a
+    link inside the workspace that points out of it is outside)."""
+
+    def resolve(path: str) -> str:
+        return os.path.realpath(workspace / Path(path).expanduser())
+
+    return resolve

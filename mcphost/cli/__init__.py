@@ -36,6 +36,7 @@ COMMANDS: dict[str, Command] = {
     "activity": Command("activity", "list, show and count activity records"),
     "config": Command("config", "where the config is, what is in force, whether it is valid"),
     "grants": Command("grants", "list and revoke remembered approvals"),
+    "rules": Command("rules", "test what the [[rules]] decide for a call, without calling anything"),
     "approve": Command(
         "approve", "answer permission prompts in this terminal (attaches to the running daemon like an editor)"
     ),

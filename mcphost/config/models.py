@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mcphost.intent import AgentToolTable, OperationType
+from mcphost.intent import AgentToolTable, OperationType, ToolVariant
 from mcphost.paths import data_dir
-from mcphost.policy import Action, NoEditor, Policy, Remember
+from mcphost.policy import Action, ArgCondition, ConditionKind, NoEditor, Policy, Remember, Rule
 
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -310,14 +311,98 @@ class ExportConfig(StrictModel):
     )
 
 
+# One argument's condition in a rule: exactly one of these keys.
+class ArgConditionConfig(StrictModel):
+    glob: str | None = Field(default=None, description="A glob on the argument's text: * ? [...] (* spans /).")
+    regex: str | None = Field(
+        default=None, description="A regular expression (Python syntax) searched in the text: anchor it with ^ $."
+    )
+    inside: str | None = Field(
+        default=None,
+        description="A directory: the argument is a path inside it, after resolving ~, .. and symlinks (a "
+        "relative path is taken against the workspace the daemon was started in).",
+    )
+    equals: Any = Field(default=None, description="The argument is exactly this value (true is not 1).")
+    one_of: list[Any] | None = Field(default=None, description="The argument is exactly one of these values.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ArgConditionConfig:
+        given = [kind for kind in ConditionKind if getattr(self, kind.value) is not None]
+        if len(given) != 1:
+            names = ", ".join(kind.value for kind in ConditionKind)
+            raise ValueError(f"give exactly one of {names} (got {', '.join(k.value for k in given) or 'none'})")
+        self.condition()  # a regex that does not compile is an error now, not at the first call
+        return self
+
+    def condition(self) -> ArgCondition:
+        kind = next(kind for kind in ConditionKind if getattr(self, kind.value) is not None)
+        return ArgCondition.of(kind, getattr(self, kind.value))
+
+
+# A `[[rules]]` table: checked in order before the per-variant default of [permissions]; the first match decides.
+class RuleConfig(StrictModel):
+    tool: str = Field(default="*", description='A glob on "server:tool", e.g. "files:*" or "github:delete_*".')
+    variant: OperationType | list[OperationType] | None = Field(
+        default=None, description="read, write or destructive, or a list of them; absent: every variant."
+    )
+    client: str = Field(default="*", description="A glob on the agent's client name as its MCP client reports it.")
+    args: dict[str, ArgConditionConfig] = Field(
+        default_factory=dict,
+        description="Argument name -> one condition; all must hold, and a call without the argument does not "
+        "match. Absent: any arguments.",
+    )
+    action: Action = Field(description="allow | ask | confirm | deny")
+    reason: str | None = Field(
+        default=None, max_length=1000, description="Shown to the person and, on deny, to the agent."
+    )
+    allow_destructive: bool = Field(
+        default=False,
+        strict=True,
+        description='Required beside action = "allow" on a rule that matches destructive calls.',
+    )
+
+    @model_validator(mode="after")
+    def _destructive_needs_consent(self) -> RuleConfig:
+        if self.action is Action.ALLOW and not self.allow_destructive and OperationType.DESTRUCTIVE in self.variants():
+            raise ValueError(
+                'this rule allows destructive calls: add allow_destructive = true beside action = "allow", or name '
+                'the variants it allows (variant = "write" or ["read", "write"])'
+            )
+        return self
+
+    def variants(self) -> list[OperationType]:
+        if self.variant is None:
+            return list(OperationType)
+        return [self.variant] if isinstance(self.variant, OperationType) else list(self.variant)
+
+    def to_rule(self, index: int) -> Rule:
+        return Rule.of(
+            index,
+            tool=self.tool,
+            variants=None if self.variant is None else [ToolVariant.for_operation(v) for v in self.variants()],
+            client=self.client,
+            args={name: (c.condition().kind, c.condition().value) for name, c in self.args.items()},
+            action=self.action,
+            reason=self.reason,
+        )
+
+
 class Config(StrictModel):
     intent_declaration: IntentDeclarationConfig = Field(default_factory=IntentDeclarationConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    rules: list[RuleConfig] = Field(
+        default_factory=list, description="[[rules]]: checked in order before [permissions]; the first match wins."
+    )
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     log: LogConfig = Field(default_factory=LogConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
+
+    @functools.cached_property
+    def compiled_rules(self) -> tuple[Rule, ...]:
+        """The rules, compiled once per loaded config (a reload loads a new one)."""
+        return tuple(rule.to_rule(index) for index, rule in enumerate(self.rules))
 
     @field_validator("servers")
     @classmethod
