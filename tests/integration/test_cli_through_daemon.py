@@ -175,7 +175,7 @@ async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sa
     assert after == []
     assert f"daemon {d.process.pid} (mcphost" in text.stdout
     (row,) = [line.split() for line in text.stdout.splitlines() if "probe" in line]
-    assert row == ["probe", "connected", str(report["servers"][0]["tools"])]
+    assert row == ["probe", "connected", str(report["servers"][0]["tools"]), report["servers"][0]["protocol"]]
     assert not (sandbox.data / "state.toml").exists(), "a session grant never reaches the state file"
 
 
