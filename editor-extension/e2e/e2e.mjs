@@ -7,6 +7,12 @@
 // finds in the page, still there after VS Code would have hidden an ordinary one, brought back from the status bar,
 // and allowed, and whose record it finds in the activity view (and opens); and destructive calls, whose modal it
 // finds and denies, then allows.
+// One prompt per call: once VS Code lists mcphost's tools, the extension offers (a modal) to let mcphost be the only
+// one to ask; without it, a write call that goes through VS Code's tool service (a helper extension, e2e/probe, calls
+// vscode.lm.invokeTool: agent mode's chat needs a language model, which this machine has not) is confirmed by VS
+// Code's dialog and then by mcphost's prompt; "Let mcphost ask" opens VS Code's tool approval list, where the test
+// ticks "Run any tool without approval" under mcphost, the answer lands in the user's settings.json beside every entry
+// that was there, and the same call then gets mcphost's prompt alone.
 // It also checks that the endpoint is registered with VS Code's MCP support, that config errors are errors in the
 // daemon log, that a window attaches (on "Restart Daemon" too) to the daemon a terminal or another window runs for
 // the same config, whose prompts it answers, and that another program named mcphost is refused.
@@ -14,6 +20,7 @@
 //
 // Run it through e2e/run.sh, which installs the tools and sets MCPHOST_E2E_TOOLS, _VSIX and _MCPHOST.
 
+import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -43,6 +50,8 @@ const { Client } = requireTool('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = requireTool('@modelcontextprotocol/sdk/client/streamableHttp.js');
 
 const PYTHON = path.join(path.dirname(fs.realpathSync(MCPHOST)), 'python');
+const PROBE = path.join(HERE, 'probe');
+const VSCE = path.join(HERE, '..', 'node_modules', '.bin', 'vsce');
 const started = Date.now();
 const steps = [];
 
@@ -214,6 +223,9 @@ async function main() {
     TMPDIR: dir('tmp'),
   };
   delete env.MCPHOST_CONFIG;
+  // The probe extension's answers (the extension host inherits code-server's environment).
+  const probeOut = dir('probe-out');
+  env.MCPHOST_E2E_PROBE_OUT = probeOut;
   const data = dir('mcphost-data');
   // mcphost refuses a runtime dir others could write to (a planted discovery file would capture agents): 0700.
   const runtime = dir('run');
@@ -258,20 +270,19 @@ async function main() {
   const userData = dir('code', 'user-data');
   const extensions = dir('code', 'extensions');
   fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
-  fs.writeFileSync(
-    path.join(userData, 'User', 'settings.json'),
-    JSON.stringify({
-      'workbench.startupEditor': 'none',
-      'workbench.tips.enabled': false,
-      'security.workspace.trust.enabled': false,
-      'extensions.autoCheckUpdates': false,
-      'extensions.autoUpdate': false,
-      'telemetry.telemetryLevel': 'off',
-      'update.mode': 'none',
-      'chat.mcp.autostart': 'never',
-      'workbench.secondarySideBar.defaultVisibility': 'hidden',
-    }),
-  );
+  const userSettingsFile = path.join(userData, 'User', 'settings.json');
+  const userSettings = {
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'security.workspace.trust.enabled': false,
+    'extensions.autoCheckUpdates': false,
+    'extensions.autoUpdate': 'off',
+    'telemetry.telemetryLevel': 'off',
+    'update.mode': 'none',
+    'chat.mcp.autostart': 'never',
+    'workbench.secondarySideBar.defaultVisibility': 'hidden',
+  };
+  fs.writeFileSync(userSettingsFile, JSON.stringify(userSettings, null, 2));
   const port = await freePort();
   const csConfig = path.join(scratch, 'code', 'config.yaml');
   fs.writeFileSync(csConfig, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
@@ -351,6 +362,20 @@ async function main() {
 
     await step('install the .vsix into code-server', () => {
       const out = execFileSync(process.execPath, [...codeArgs, '--install-extension', VSIX], { env, encoding: 'utf8' });
+      if (!/successfully installed/i.test(out)) {
+        throw new Error(`install-extension said: ${out}`);
+      }
+    });
+
+    await step('package and install the probe extension (a test helper: vscode.lm from inside the extension host)', () => {
+      const vsix = path.join(scratch, 'mcphost-e2e-probe.vsix');
+      execFileSync(VSCE, ['package', '--allow-missing-repository', '--skip-license', '-o', vsix], {
+        cwd: PROBE,
+        env,
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const out = execFileSync(process.execPath, [...codeArgs, '--install-extension', vsix], { env, encoding: 'utf8' });
       if (!/successfully installed/i.test(out)) {
         throw new Error(`install-extension said: ${out}`);
       }
@@ -438,7 +463,171 @@ async function main() {
       );
       log(`  ${/Discovered \d+ tools/.exec(connected)[0]}`);
       await shot(page, '01b-mcp-server-running.png');
+      // (No Escape here: it would answer the offer that follows, as "Not now".)
+    });
+
+    // ---- one prompt per call
+    const dialog = page.locator('.monaco-dialog-box');
+    const offer = dialog.filter({ hasText: 'let mcphost be the only one to ask before its tools run' });
+    const OFFER_BUTTONS = ['Keep both prompts', 'Let mcphost ask', 'Not now'];
+    const probe = async (command, name, inputValue) => {
+      if (inputValue !== undefined) {
+        fs.writeFileSync(path.join(probeOut, `${name}.input.json`), JSON.stringify(inputValue));
+      }
+      const file = path.join(probeOut, `${name}.json`);
+      fs.rmSync(file, { force: true });
+      await runCommand(page, command);
+      return file;
+    };
+    const probeAnswer = async (file, timeoutMs = 30_000) => {
+      const answer = await until(`the probe's ${path.basename(file)}`, () => fs.existsSync(file) && JSON.parse(fs.readFileSync(file, 'utf8')), timeoutMs);
+      if (!answer.ok) {
+        throw new Error(`the probe failed: ${answer.error}`);
+      }
+      return answer.value;
+    };
+    const readUserSettings = () => JSON.parse(fs.readFileSync(userSettingsFile, 'utf8'));
+
+    // The user settings before anyone answers: every entry must still be there, as it was, after the extension writes.
+    let settingsBefore;
+    await step("once VS Code lists mcphost's tools, the extension offers one prompt per call, in a modal that says what changes", async () => {
+      await offer.waitFor({ state: 'visible', timeout: 30_000 });
+      settingsBefore = readUserSettings();
+      assert.deepEqual(Object.keys(settingsBefore).sort(), Object.keys(userSettings).sort());
+      const text = plainText(await offer.innerText());
+      requireText('the offer', text, [
+        "VS Code asks before every call to mcphost's call_tool_write and call_tool_destructive, then mcphost asks again",
+        'two prompts for one call',
+        'Let mcphost ask: VS Code\'s tool approval list opens next. Under "mcphost", tick "Run any tool without approval" and press OK.',
+        'mcphost alone asks, as its policy says: writes ask, destructive calls need a confirm, reads pass.',
+        'Keep both prompts: VS Code asks too. Not asked again.',
+        '"mcphost: One Prompt per Call..."',
+      ]);
+      const buttons = (await offer.locator('.monaco-button').allInnerTexts()).map((b) => b.trim()).sort();
+      if (JSON.stringify(buttons) !== JSON.stringify(OFFER_BUTTONS)) {
+        throw new Error(`the offer's buttons are ${JSON.stringify(buttons)}, not ${JSON.stringify(OFFER_BUTTONS)}`);
+      }
+      await docShot(page, 'vscode-single-prompt-offer.png');
+    });
+
+    await step('"Not now" changes nothing (the user settings are as they were)', async () => {
+      await offer.locator('.monaco-button', { hasText: /^Not now$/ }).click();
+      await offer.waitFor({ state: 'detached', timeout: 10_000 });
+      await page.waitForTimeout(500);
+      assert.deepEqual(readUserSettings(), settingsBefore);
+    });
+
+    const writeTool = await step("VS Code lists mcphost's four tools to extensions (vscode.lm.tools)", async () => {
+      const tools = await probeAnswer(await probe('mcphost e2e: List Tools', 'tools'));
+      const mine = tools.filter((tool) => /^mcphost\//.test(tool.fullReferenceName ?? '')).map((tool) => tool.fullReferenceName).sort();
+      assert.deepEqual(mine, ['mcphost/call_tool_destructive', 'mcphost/call_tool_read', 'mcphost/call_tool_write', 'mcphost/retrieve_tools']);
+      return tools.find((tool) => tool.fullReferenceName === 'mcphost/call_tool_write').name;
+    });
+
+    /** call_tool_write through VS Code's tool service, as agent mode calls it; resolves with the probe's answer file. */
+    const writeThroughVsCode = (title) =>
+      probe('mcphost e2e: Invoke Tool', 'invoke', {
+        tool: writeTool,
+        input: { name: 'todo:add_task', args: { title }, intent: { operation_type: 'write', reason: 'Testing who asks' } },
+      });
+
+    await step("without it, a write call through VS Code is confirmed twice: VS Code's dialog, then mcphost's prompt", async () => {
+      const answer = await writeThroughVsCode('Asked twice (e2e)');
+      const vscodeDialog = dialog.filter({ hasText: 'Run Call a write tool' });
+      await vscodeDialog.waitFor({ state: 'visible', timeout: 20_000 });
+      await shot(page, '01c-vscode-asks-first.png');
+      await vscodeDialog.locator('.monaco-button', { hasText: /^Yes$/ }).click();
+      const prompt = toast(page, 'Asked twice (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      await prompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
+      requireText('the call', await probeAnswer(answer), ['"title":"Asked twice (e2e)"']);
+    });
+
+    const approvalRows = page.locator('.quick-input-widget .monaco-list-row');
+    const runWithoutApproval = approvalRows.filter({ hasText: 'Run any tool without approval' }).first();
+    /** VS Code's tool approval list, with mcphost's entry open. */
+    const openMcphostEntry = async () => {
+      await page.locator('.quick-input-widget input[aria-label="Configure global tool approvals"]').waitFor({ state: 'visible', timeout: 10_000 });
+      const server = approvalRows.filter({ hasText: /^mcphost$/ }).first();
+      await server.waitFor({ state: 'visible', timeout: 10_000 });
+      if ((await server.getAttribute('aria-expanded')) !== 'true') {
+        await server.locator('.monaco-tl-twistie').click();
+      }
+      await runWithoutApproval.waitFor({ state: 'visible', timeout: 10_000 });
+    };
+    const ticked = async (row) => (await row.locator('[role="checkbox"]').first().getAttribute('aria-checked')) === 'true';
+
+    await step('"mcphost: One Prompt per Call..." asks again; "Let mcphost ask" opens VS Code\'s tool approval list, where mcphost\'s "Run any tool without approval" is ticked', async () => {
+      await runCommand(page, 'mcphost: One Prompt per Call...');
+      await offer.waitFor({ state: 'visible', timeout: 10_000 });
+      await offer.locator('.monaco-button', { hasText: /^Let mcphost ask$/ }).click();
+      await offer.waitFor({ state: 'detached', timeout: 10_000 });
+      await openMcphostEntry();
+      if (await ticked(runWithoutApproval)) {
+        throw new Error('"Run any tool without approval" is ticked before anyone ticked it');
+      }
+      await runWithoutApproval.locator('[role="checkbox"]').first().click();
+      await until('the box to be ticked', () => ticked(runWithoutApproval), 5_000);
+      await shot(page, '01d-tool-approval-list.png');
+      await page.locator('.quick-input-widget .monaco-button', { hasText: /^OK$/ }).click();
+      await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 10_000 });
+    });
+
+    await step("the answer is in the user's settings.json, every entry that was there kept; VS Code's configuration API reads it back", async () => {
+      await until('mcphost.singlePrompt in the user settings', () => readUserSettings()['mcphost.singlePrompt'] === 'mcphost', 10_000);
+      assert.deepEqual(readUserSettings(), { ...settingsBefore, 'mcphost.singlePrompt': 'mcphost' });
+      const inspected = await probeAnswer(await probe('mcphost e2e: Read Setting', 'setting', { key: 'mcphost.singlePrompt' }));
+      assert.equal(inspected.globalValue, 'mcphost');
+      assert.equal(inspected.workspaceValue, undefined);
+      assert.equal(inspected.defaultValue, 'offer');
+    });
+
+    await step("with it, the same call is asked once: mcphost's prompt, and no VS Code dialog", async () => {
+      const answer = await writeThroughVsCode('Asked once (e2e)');
+      const prompt = toast(page, 'Asked once (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      if ((await dialog.count()) > 0) {
+        throw new Error(`VS Code still asks: ${plainText(await dialog.first().innerText())}`);
+      }
+      await shot(page, '01e-mcphost-asks-alone.png');
+      await prompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
+      requireText('the call', await probeAnswer(answer), ['"title":"Asked once (e2e)"']);
+    });
+
+    await step("VS Code's tool approval list, opened again, shows mcphost's tools approved", async () => {
+      await probe('mcphost e2e: Open Tool Approval', 'approval');
+      await openMcphostEntry();
+      if (!(await ticked(runWithoutApproval))) {
+        throw new Error('"Run any tool without approval" is not ticked under mcphost');
+      }
       await page.keyboard.press('Escape');
+      await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 10_000 });
+    });
+
+    await step('turned off with the same command ("Keep both prompts": the list opens to untick it), VS Code asks again', async () => {
+      await runCommand(page, 'mcphost: One Prompt per Call...');
+      await offer.waitFor({ state: 'visible', timeout: 10_000 });
+      requireText('the offer, when mcphost alone asks', plainText(await offer.innerText()), [
+        'Now: you chose "Let mcphost ask".',
+        'Keep both prompts: VS Code asks too. The list opens so that you can untick "Run any tool without approval".',
+      ]);
+      await offer.locator('.monaco-button', { hasText: /^Keep both prompts$/ }).click();
+      await offer.waitFor({ state: 'detached', timeout: 10_000 });
+      await openMcphostEntry();
+      await runWithoutApproval.locator('[role="checkbox"]').first().click();
+      await until('the box to be unticked', async () => !(await ticked(runWithoutApproval)), 5_000);
+      await page.locator('.quick-input-widget .monaco-button', { hasText: /^OK$/ }).click();
+      await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 10_000 });
+      await until('mcphost.singlePrompt = "both"', () => readUserSettings()['mcphost.singlePrompt'] === 'both', 10_000);
+      assert.deepEqual(readUserSettings(), { ...settingsBefore, 'mcphost.singlePrompt': 'both' });
+      const answer = await writeThroughVsCode('Asked twice again (e2e)');
+      const vscodeDialog = dialog.filter({ hasText: 'Run Call a write tool' });
+      await vscodeDialog.waitFor({ state: 'visible', timeout: 20_000 });
+      await vscodeDialog.locator('.monaco-button', { hasText: /^Yes$/ }).click();
+      const prompt = toast(page, 'Asked twice again (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      await prompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
+      requireText('the call', await probeAnswer(answer), ['"title":"Asked twice again (e2e)"']);
     });
 
     agent = await step('an agent connects to the MCP endpoint with the bearer token', async () => {
@@ -575,7 +764,6 @@ async function main() {
         data_sensitivity: 'internal',
         reason,
       });
-    const dialog = page.locator('.monaco-dialog-box');
     const deleteCall = deleteTask('Tidying up the list');
     deleteCall.catch(() => undefined);
 

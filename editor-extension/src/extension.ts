@@ -14,6 +14,7 @@ import { McphostMcpProvider, PROVIDER_ID } from './mcpProvider';
 import { PromptPresenter } from './promptUi';
 import type { GrantInfo } from './protocol';
 import { formatTime } from './records';
+import { SinglePromptOffer } from './singlePromptUi';
 import { DAEMON_SETTINGS, commandArgs, shellLine } from './settings';
 import { readSettings, settingsChanged } from './workspaceSettings';
 
@@ -57,17 +58,28 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
     ),
   );
 
-  // ---- agent mode: the daemon's endpoint as an MCP server definition
+  // ---- agent mode: the daemon's endpoint as an MCP server definition, and one prompt per call for its tools
+  const singlePrompt = new SinglePromptOffer(daemon.log);
+  context.subscriptions.push(singlePrompt);
   if (typeof vscode.lm?.registerMcpServerDefinitionProvider === 'function') {
     const provider = new McphostMcpProvider(daemon, () => readSettings().registerMcpServer);
     context.subscriptions.push(provider, vscode.lm.registerMcpServerDefinitionProvider(PROVIDER_ID, provider));
     context.subscriptions.push(
+      // VS Code lists a server's tools once it has started it (or from its cache, at startup): offer then.
+      provider.onDidResolve(() => singlePrompt.watch(60_000)),
       vscode.workspace.onDidChangeConfiguration((event) => {
         if (settingsChanged(event, ['registerMcpServer'])) {
           provider.refresh();
         }
+        if (settingsChanged(event, ['singlePrompt', 'registerMcpServer'])) {
+          if (readSettings().singlePrompt === 'offer') {
+            singlePrompt.reset();
+          }
+          singlePrompt.watch(30_000);
+        }
       }),
     );
+    singlePrompt.watch(30_000);
   } else {
     daemon.log.warn('this VS Code has no MCP server definition API: add the daemon to mcp.json by hand');
   }
@@ -129,6 +141,7 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   });
   register('mcphost.grants', () => manageGrants(daemon));
   register('mcphost.revokeAllGrants', () => revokeAll(daemon));
+  register('mcphost.singlePrompt', () => singlePrompt.ask());
 
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration(async (event) => {

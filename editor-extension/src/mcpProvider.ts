@@ -7,9 +7,10 @@ import * as vscode from 'vscode';
 
 import type { Daemon } from './daemon';
 import type { StatusPayload } from './protocol';
+import { SERVER_LABEL } from './singlePrompt';
 
 export const PROVIDER_ID = 'mcphost';
-export const SERVER_LABEL = 'mcphost';
+export { SERVER_LABEL };
 
 /** The definition's identity: when it changes (a restarted daemon has a new port and token), VS Code is told. */
 function endpointKey(status: StatusPayload | undefined): string {
@@ -22,6 +23,9 @@ function endpointKey(status: StatusPayload | undefined): string {
 export class McphostMcpProvider implements vscode.McpServerDefinitionProvider<vscode.McpHttpServerDefinition> {
   private readonly changeEmitter = new vscode.EventEmitter<void>();
   readonly onDidChangeMcpServerDefinitions = this.changeEmitter.event;
+  private readonly resolveEmitter = new vscode.EventEmitter<void>();
+  /** VS Code is starting the server (agent mode, the tools picker or "MCP: List Servers" wants its tools). */
+  readonly onDidResolve = this.resolveEmitter.event;
   private key = '';
   private readonly subscription: vscode.Disposable;
 
@@ -83,6 +87,7 @@ export class McphostMcpProvider implements vscode.McpServerDefinitionProvider<vs
     }
     server.uri = current.uri;
     server.headers = current.headers;
+    this.resolveEmitter.fire();
     return server;
   }
 
@@ -110,5 +115,6 @@ export class McphostMcpProvider implements vscode.McpServerDefinitionProvider<vs
   dispose(): void {
     this.subscription.dispose();
     this.changeEmitter.dispose();
+    this.resolveEmitter.dispose();
   }
 }

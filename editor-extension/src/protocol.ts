@@ -197,6 +197,8 @@ export interface Decision {
   /** allow | deny | expired */
   outcome: string;
   rule?: string | null;
+  /** The deciding rule's reason, when it gave one. */
+  reason?: string | null;
   at: string;
   wait_ms?: number | null;
   remember?: string | null;
@@ -371,6 +373,7 @@ export const FIELDS = {
     action: 'required',
     outcome: 'required',
     rule: 'optional',
+    reason: 'optional',
     at: 'required',
     wait_ms: 'optional',
     remember: 'optional',

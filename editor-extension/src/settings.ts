@@ -11,6 +11,7 @@
 import * as path from 'node:path';
 
 import { INSTALL_HINT } from './identity';
+import { type SinglePromptChoice, parseChoice } from './singlePrompt';
 
 /** The settings that decide how the daemon and the CLI commands run. */
 export interface McphostSettings {
@@ -25,6 +26,8 @@ export interface McphostSettings {
 export interface ExtensionSettings extends McphostSettings {
   registerMcpServer: boolean;
   activityMaxRecords: number;
+  /** The answer to the one-prompt-per-call offer (singlePrompt.ts). */
+  singlePrompt: SinglePromptChoice;
 }
 
 export const SETTINGS_SECTION = 'mcphost';
@@ -38,7 +41,16 @@ export const SETTINGS: { readonly [K in keyof ExtensionSettings]: { readonly key
   env: { key: 'env', default: {} },
   registerMcpServer: { key: 'registerMcpServer', default: true },
   activityMaxRecords: { key: 'activity.maxRecords', default: 500 },
+  singlePrompt: { key: 'singlePrompt', default: 'offer' },
 };
+
+/** Where a (window-scoped) setting is written: the workspace's settings when its value in force comes from there,
+ * else the user's settings. */
+export type SettingTarget = 'user' | 'workspace';
+
+export function writeTarget(inspected: { workspaceValue?: unknown } | undefined): SettingTarget {
+  return inspected?.workspaceValue !== undefined ? 'workspace' : 'user';
+}
 
 /** A change to any of these takes effect only when the daemon restarts. */
 export const DAEMON_SETTINGS: readonly (keyof McphostSettings)[] = ['path', 'interpreter', 'configPath', 'env'];
@@ -62,6 +74,8 @@ export function settingsFrom(get: SettingGetter): ExtensionSettings {
     env: get(SETTINGS.env.key, { ...SETTINGS.env.default }),
     registerMcpServer: read('registerMcpServer'),
     activityMaxRecords: read('activityMaxRecords'),
+    // Anything but a known answer (a typo in settings.json) counts as not answered.
+    singlePrompt: parseChoice(read('singlePrompt')),
   };
 }
 

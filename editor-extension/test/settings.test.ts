@@ -18,6 +18,7 @@ import {
   settingsFrom,
   shellLine,
   verbosityArgs,
+  writeTarget,
 } from '../src/settings';
 
 // out/test/settings.test.js -> the extension's package.json
@@ -49,6 +50,7 @@ const DEFAULTS: ExtensionSettings = {
   env: {},
   registerMcpServer: true,
   activityMaxRecords: 500,
+  singlePrompt: 'offer',
 };
 
 describe('reading the settings', () => {
@@ -61,7 +63,7 @@ describe('reading the settings', () => {
     settingsFrom(getter({}, asked));
     assert.deepEqual(
       [...asked].sort(),
-      ['activity.maxRecords', 'configPath', 'env', 'interpreter', 'path', 'registerMcpServer'],
+      ['activity.maxRecords', 'configPath', 'env', 'interpreter', 'path', 'registerMcpServer', 'singlePrompt'],
     );
   });
 
@@ -72,12 +74,24 @@ describe('reading the settings', () => {
     env: ['env', { MCPHOST_DATA_DIR: '/d' }],
     registerMcpServer: ['registerMcpServer', false],
     activityMaxRecords: ['activity.maxRecords', 42],
+    singlePrompt: ['singlePrompt', 'both'],
   };
   for (const [field, [key, value]] of Object.entries(cases)) {
     it(`takes ${field} from mcphost.${key}`, () => {
       assert.deepEqual(settingsFrom(getter({ [key]: value })), { ...DEFAULTS, [field]: value });
     });
   }
+
+  it('takes an unknown singlePrompt value as not answered', () => {
+    assert.equal(settingsFrom(getter({ singlePrompt: 'yes please' })).singlePrompt, 'offer');
+    assert.equal(settingsFrom(getter({ singlePrompt: 'mcphost' })).singlePrompt, 'mcphost');
+  });
+
+  it('writes a setting where its value comes from, else to the user settings', () => {
+    assert.equal(writeTarget(undefined), 'user');
+    assert.equal(writeTarget({}), 'user');
+    assert.equal(writeTarget({ workspaceValue: 'both' }), 'workspace');
+  });
 
   it('never hands out the shared default env', () => {
     const settings = settingsFrom(getter({}));
