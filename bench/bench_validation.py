@@ -24,7 +24,7 @@ from mcphost.config.loader import parse_config
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import Annotations, OperationType, ToolVariant, raw_intent, validate_call
-from mcphost.policy import Action, Policy, RuleSubject, decide
+from mcphost.policy import Action, ConditionKind, Policy, RuleSubject, decide
 
 TARGET_US = 50.0
 
@@ -87,7 +87,7 @@ def _rules_toml(count: int, same_tool: bool) -> str:
 RESOLVE = path_resolver(Path.cwd())
 SPREAD = parse_config(_rules_toml(100, same_tool=False), Path("bench.toml")).compiled_rules
 DENSE = parse_config(_rules_toml(100, same_tool=True), Path("bench.toml")).compiled_rules
-DENSE_NO_PATHS = tuple(rule for rule in DENSE if "inside" not in repr(rule.args))
+DENSE_NO_PATHS = tuple(rule for rule in DENSE if all(c.kind is not ConditionKind.INSIDE for _, c in rule.args))
 
 
 def rules_spread() -> Any:

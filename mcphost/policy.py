@@ -186,7 +186,7 @@ class Rule:
         tool: str,
         variants: Sequence[ToolVariant] | None,
         client: str | None,
-        args: Mapping[str, tuple[ConditionKind, Any]],
+        args: Mapping[str, ArgCondition],
         action: Action,
         reason: str | None,
     ) -> Rule:
@@ -195,7 +195,7 @@ class Rule:
             tool=re.compile(fnmatch.translate(tool)),
             variants=frozenset(variants) if variants else None,
             client=None if client in (None, "*") else re.compile(fnmatch.translate(client or "")),
-            args=tuple((name, ArgCondition.of(kind, value)) for name, (kind, value) in args.items()),
+            args=tuple(args.items()),
             action=action,
             reason=reason,
         )
@@ -208,16 +208,17 @@ class Rule:
         if self.variants is not None and call.variant not in self.variants:
             return False
         tools, clients = ({}, {}) if seen is None else seen
-        hit = tools.get(self.tool)
+        # Keyed by identity: hashing a pattern hashes its text, and the rules share the pattern objects themselves.
+        hit = tools.get(id(self.tool))
         if hit is None:
-            hit = tools[self.tool] = self.tool.match(call.qualified) is not None
+            hit = tools[id(self.tool)] = self.tool.match(call.qualified) is not None
         if not hit:
             return False
         client = self.client
         if client is not None:
-            hit = clients.get(client)
+            hit = clients.get(id(client))
             if hit is None:
-                hit = clients[client] = call.client is not None and client.match(call.client) is not None
+                hit = clients[id(client)] = call.client is not None and client.match(call.client) is not None
             if not hit:
                 return False
         arguments = call.arguments

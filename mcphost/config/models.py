@@ -381,7 +381,7 @@ class RuleConfig(StrictModel):
             tool=self.tool,
             variants=None if self.variant is None else [ToolVariant.for_operation(v) for v in self.variants()],
             client=self.client,
-            args={name: (c.condition().kind, c.condition().value) for name, c in self.args.items()},
+            args={name: condition.condition() for name, condition in self.args.items()},
             action=self.action,
             reason=self.reason,
         )
