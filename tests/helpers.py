@@ -58,10 +58,11 @@ class Sandbox:
         self.config.write_text(text, encoding="utf-8")
         return self.config
 
-    def probe_server(self, name: str = "probe", extra: str = "") -> str:
-        """A [servers.NAME] table running the probe upstream over stdio."""
+    def probe_server(self, name: str = "probe", extra: str = "", flags: tuple[str, ...] = ()) -> str:
+        """A [servers.NAME] table running the probe upstream over stdio (with `flags`, e.g. --modern-only)."""
+        args = json.dumps([str(PROBE), *flags])
         return (
-            f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(PROBE))}]\n"
+            f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n"
             f"env = {{ PROBE_STATE = {json.dumps(str(self.probe_state))} }}\n{extra}\n"
         )
 

@@ -22,7 +22,6 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from mcphost.upstream.connection import State
 from tests.editor_client import allow, editor
 from tests.helpers import (
-    PROBE,
     Daemon,
     Hostile,
     Sandbox,
@@ -42,12 +41,8 @@ MODERN = "2026-07-28"
 ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
 
 
-def modern_only_probe(box: Sandbox, name: str = "probe", extra: str = "") -> str:
-    return box.probe_server(name, extra).replace(f"args = [{json.dumps(str(PROBE))}]", _modern_args())
-
-
-def _modern_args() -> str:
-    return f'args = [{json.dumps(str(PROBE))}, "--modern-only"]'
+def modern_only_probe(box: Sandbox, extra: str = "") -> str:
+    return box.probe_server(extra=extra, flags=("--modern-only",))
 
 
 def read_call(name: str, text: str = "hi") -> dict[str, object]:
