@@ -166,6 +166,8 @@ class Gateway:
         started = time.perf_counter()
         loaded = self._config()  # this call finishes under the config it started with
         record = ActivityRecord(
+            id="",  # stamped when written; the default would make an id and a time only to throw them away
+            timestamp="",
             type=RecordType.TOOL_CALL.value,
             metadata=RecordMetadata(tool_variant=variant.value),
             session_id=ctx.session_id,
