@@ -24,7 +24,7 @@ from mcphost.config.loader import parse_config
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import Annotations, OperationType, ToolVariant, raw_intent, validate_call
-from mcphost.policy import Action, ConditionKind, Policy, RuleSubject, decide
+from mcphost.policy import Action, ConditionKind, Policy, RuleSet, RuleSubject, decide
 
 TARGET_US = 50.0
 
@@ -64,34 +64,42 @@ def gateway_parsing() -> Any:
 SUBJECT = RuleSubject(VARIANT, "srv", "tool", "claude-code 2.1", {"text": "hello", "limit": 10, "path": "src/a.py"})
 
 
-def _rules_toml(count: int, same_tool: bool) -> str:
-    """`count` rules of every condition kind. `same_tool`: all on the called tool and variant, each failing on its
-    last argument, so every rule is read to the end (the worst case); else spread over other servers (the usual)."""
+def _rules_toml(count: int, layout: str) -> str:
+    """`count` rules of every condition kind, none of which matches SUBJECT, each with its own values (the same
+    condition twice could be checked once). Layouts: "spread", over other servers (the usual); "dense", all on the
+    called tool and variant, each failing on its last argument, so every rule is read to its end (the worst case);
+    "wild", over other tools by globs that start with a wildcard ("*:name"), which no index narrows down."""
     kinds = [
-        'text = { glob = "draft:*" }',
-        "text = { regex = '(?i)drop\\s+table' }",
-        "limit = { equals = 11 }",
-        'text = { one_of = ["a", "b", "c"] }',
-        'path = { inside = "/nonexistent/elsewhere" }',
+        'text = {{ glob = "draft{i}:*" }}',
+        "text = {{ regex = '(?i)drop{i}\\s+table' }}",
+        "limit = {{ equals = {n} }}",
+        'text = {{ one_of = ["a{i}", "b{i}", "c{i}"] }}',
+        'path = {{ inside = "/nonexistent/elsewhere{i}" }}',
     ]
+    tools = {"spread": "server{i}:*", "dense": "srv:*", "wild": "*:other{i}"}
     out = []
     for i in range(count):
-        tool = "srv:*" if same_tool else f"server{i}:*"
+        condition = kinds[i % len(kinds)].format(i=i, n=11 + i)
         out.append(
-            f'[[rules]]\ntool = "{tool}"\nvariant = "read"\nclient = "claude-*"\n'
-            f'args = {{ {kinds[i % len(kinds)]} }}\naction = "deny"\nreason = "rule {i}"\n'
+            f'[[rules]]\ntool = "{tools[layout].format(i=i)}"\nvariant = "read"\nclient = "claude-*"\n'
+            f'args = {{ {condition} }}\naction = "deny"\nreason = "rule {i}"\n'
         )
     return "\n".join(out)
 
 
 RESOLVE = path_resolver(Path.cwd())
-SPREAD = parse_config(_rules_toml(100, same_tool=False), Path("bench.toml")).compiled_rules
-DENSE = parse_config(_rules_toml(100, same_tool=True), Path("bench.toml")).compiled_rules
-DENSE_NO_PATHS = tuple(rule for rule in DENSE if all(c.kind is not ConditionKind.INSIDE for _, c in rule.args))
+SPREAD = parse_config(_rules_toml(100, "spread"), Path("bench.toml")).compiled_rules
+DENSE = parse_config(_rules_toml(100, "dense"), Path("bench.toml")).compiled_rules
+WILD = parse_config(_rules_toml(100, "wild"), Path("bench.toml")).compiled_rules
+DENSE_NO_PATHS = RuleSet(rule for rule in DENSE if all(c.kind is not ConditionKind.INSIDE for _, c in rule.args))
 
 
 def rules_spread() -> Any:
     return decide(POLICY, SUBJECT, SPREAD, RESOLVE)
+
+
+def rules_wild() -> Any:
+    return decide(POLICY, SUBJECT, WILD, RESOLVE)
 
 
 def rules_dense() -> Any:
@@ -124,6 +132,7 @@ CASES: list[tuple[str, str, Callable[[], Any]]] = [
     ("validate_decide", "validate_call + decide", validate_and_decide),
     ("parsing", "raw_intent + split_name + parse_args", gateway_parsing),
     ("rules_spread", "decide over 100 rules on other servers (none match)", rules_spread),
+    ("rules_wild", "decide over 100 rules on other tools by '*:name' globs", rules_wild),
     ("rules_dense", "decide over 100 rules on this tool, each read to its end", rules_dense),
     ("rules_dense_no_paths", f"the same without `inside` ({len(DENSE_NO_PATHS)} rules)", rules_dense_no_paths),
     ("rejection", "rejection: INTENT_MISMATCH raised and caught", rejection),
@@ -138,7 +147,7 @@ def check() -> None:
         raise BenchFailure(f"unexpected validation result: args={args!r} intent={intent!r} verdict={verdict!r}")
     if decision.action is not Action.ALLOW:
         raise BenchFailure(f"default policy should allow a read, got {decision!r}")
-    for rules in (SPREAD, DENSE):
+    for rules in (SPREAD, WILD, DENSE, DENSE_NO_PATHS):
         if decide(POLICY, SUBJECT, rules, RESOLVE).rule != "permissions.read":
             raise BenchFailure("no bench rule should match the call: every rule must be read")
     err = rejection()
@@ -211,7 +220,7 @@ def render(report: dict[str, Any]) -> str:
     for key, case in report["cases"].items():
         ratio = case["ratio_to_baseline"]
         line = f"{case['label']:<52} {case['best_us']:>8.2f} {case['median_us']:>10.2f} {ratio:>10.2f}x"
-        if key in ("full", "rules_spread", "rules_dense"):
+        if key in ("full", "rules_spread", "rules_wild", "rules_dense"):
             line += f"   target < {report['target_us']:g} µs"
         lines.append(line)
     return "\n".join(lines) + "\n"

@@ -348,6 +348,21 @@ EDITOR_PAYLOADS: dict[str, tuple[str, str, JsonSchemaMode]] = {
         "clamped to the longest scope allowed.",
         RECEIVED,
     ),
+    "permission-batch": (
+        f"{editor_protocol.PERMISSION_BATCH} params",
+        f"Server -> client request `{editor_protocol.PERMISSION_BATCH}`, sent only to clients whose "
+        "initializationOptions set `batch: true`: two or more calls of one agent session that asked within "
+        "`[permissions] batch_window`, each a full permission request. Each call still expires and may be answered "
+        "in another editor on its own; the batch receives `$/cancelRequest` once none of its calls waits.",
+        SENT,
+    ),
+    "permission-batch-result": (
+        f"{editor_protocol.PERMISSION_BATCH} result",
+        f"Client -> server: the result of `{editor_protocol.PERMISSION_BATCH}`, one answer per request id. A request "
+        "left out is denied, and so is a destructive call allowed without `confirmed` naming it as server:tool. "
+        "Answers for calls that ended meanwhile are ignored.",
+        RECEIVED,
+    ),
     "status": (
         f"{editor_protocol.STATUS} params and result",
         f"Server -> client notification `{editor_protocol.STATUS}` (sent on attach, then on every change, "

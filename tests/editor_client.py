@@ -40,6 +40,28 @@ def deny() -> Answer:
     return answer
 
 
+def allow_all(*, naming: bool = False, remember: str = "once") -> Answer:
+    """A batch answer: every call allowed; `naming`: destructive calls confirmed by name, as a careful editor does."""
+
+    async def answer(batch: dict[str, Any]) -> dict[str, Any]:
+        answers = []
+        for request in batch["requests"]:
+            one = {"id": request["id"], "decision": "allow", "remember": remember}
+            if naming:
+                one["confirmed"] = f"{request['server']}:{request['tool']}"
+            answers.append(one)
+        return {"answers": answers}
+
+    return answer
+
+
+def deny_all() -> Answer:
+    async def answer(batch: dict[str, Any]) -> dict[str, Any]:
+        return {"answers": [{"id": r["id"], "decision": "deny"} for r in batch["requests"]]}
+
+    return answer
+
+
 def never() -> Answer:
     """A person who never answers (the prompt expires, is answered elsewhere, or the editor leaves)."""
 
@@ -55,6 +77,7 @@ class Editor:
     client: LanguageClient
     prompts: list[dict[str, Any]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # prompt ids withdrawn by the daemon ($/cancelRequest)
+    batches: list[dict[str, Any]] = field(default_factory=list)  # mcphost/permissionBatch params, as sent
     activity: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[dict[str, Any]] = field(default_factory=list)
     prompted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -72,9 +95,24 @@ class Editor:
                 await self.changed.wait()
 
 
-def make_client(answer: Answer, *, name: str = "test-editor") -> tuple[LanguageClient, Editor]:
+def make_client(
+    answer: Answer, *, name: str = "test-editor", batch: Answer | None = None
+) -> tuple[LanguageClient, Editor]:
     client = LanguageClient(converter_factory=dict_converter)
     ed = Editor(client)
+
+    async def on_batch(params: Any) -> dict[str, Any]:
+        assert batch is not None
+        ed.batches.append(params)
+        ed.prompted.set()
+        ed.changed.set()
+        try:
+            return await batch(params)
+        except asyncio.CancelledError:
+            ed.cancelled.append(params["id"])
+            ed.withdrawn.set()
+            ed.changed.set()
+            raise
 
     async def on_prompt(params: Any) -> dict[str, Any]:
         ed.prompts.append(params)
@@ -104,6 +142,8 @@ def make_client(answer: Answer, *, name: str = "test-editor") -> tuple[LanguageC
     features = {m: f for m, f in DEFAULT_CLIENT_FEATURES.items() if m != lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS}
     register_lsp_features(client, features)
     client.feature(p.PERMISSION_REQUEST)(on_prompt)
+    if batch is not None:
+        client.feature(p.PERMISSION_BATCH)(on_batch)
     client.feature(p.ACTIVITY)(on_activity)
     client.feature(p.STATUS)(on_status)
     client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(on_diagnostics)
@@ -120,10 +160,18 @@ def init_params(name: str, options: dict[str, Any] | None = None) -> lsp.Initial
 
 @contextlib.asynccontextmanager
 async def editor(
-    socket_path: str | Path, answer: Answer | None = None, *, name: str = "test-editor", **options: Any
+    socket_path: str | Path,
+    answer: Answer | None = None,
+    *,
+    name: str = "test-editor",
+    batch: Answer | None = None,
+    **options: Any,
 ) -> AsyncIterator[Editor]:
-    """An editor attached over the daemon's Unix socket; `options` become initializationOptions."""
-    client, ed = make_client(answer or allow(), name=name)
+    """An editor attached over the daemon's Unix socket; `options` become initializationOptions. With `batch`, it
+    shows batches (initializationOptions.batch) and answers them with it."""
+    client, ed = make_client(answer or allow(), name=name, batch=batch)
+    if batch is not None:
+        options = {"batch": True, **options}
     reader, writer = await asyncio.open_unix_connection(str(socket_path))
     client.protocol.set_writer(writer)
     reading = asyncio.create_task(run_async(stop_event=client._stop_event, reader=reader, protocol=client.protocol))

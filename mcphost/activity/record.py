@@ -64,6 +64,10 @@ class Decision(_Open):
     wait_ms: float | None = Field(default=None, description="How long the person took, when a person decided.")
     remember: str | None = Field(default=None, description="once | session | always, when a person decided.")
     approver: str | None = Field(default=None, description="Which editor or terminal answered.")
+    match: str | None = Field(
+        default=None, description="What a remembered allow covers besides its tool: arguments | pattern (else absent)."
+    )
+    batch: str | None = Field(default=None, description="The batch prompt the person answered, when it was one.")
 
 
 class ErrorInfo(_Open):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,8 +23,22 @@ from mcphost.activity.capture import capture_arguments
 from mcphost.activity.record import Decision
 from mcphost.activity.redact import scrub
 from mcphost.approval.broker import BrokerResult, Outcome, PermissionBroker, ms_since
-from mcphost.approval.grants import Grant, GrantStore, tool_fingerprint
-from mcphost.approval.prompt import Answer, PermissionRequest, PromptIntent, one_shot_client
+from mcphost.approval.grants import (
+    Grant,
+    GrantStore,
+    arguments_digest,
+    pattern_matches,
+    pattern_problem,
+    tool_fingerprint,
+)
+from mcphost.approval.prompt import (
+    Answer,
+    GrantMatch,
+    PermissionRequest,
+    PermissionResponse,
+    PromptIntent,
+    one_shot_client,
+)
 from mcphost.config import LoadedConfig
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import ToolVariant, stricter_variant
@@ -44,6 +59,11 @@ logger = logging.getLogger(__name__)
 
 # What a prompt shows of the arguments (redacted): beyond this, the start of their JSON.
 PROMPT_ARGUMENTS_MAX_BYTES = 16 * 1024
+# What a grant for exact arguments keeps to be listed by: the start of their redacted JSON.
+GRANT_PREVIEW_BYTES = 160
+# A suggested pattern names at most this many arguments, each value at most this long.
+SUGGEST_MAX_ARGUMENTS = 4
+SUGGEST_MAX_VALUE = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +206,9 @@ class Approvals:
 
         warnings: list[str] = escalated
         fingerprint = facts.fingerprint
-        found = self.grants.lookup(facts.session_id, facts.server, facts.tool, facts.variant.value, fingerprint)
+        found = self.grants.lookup(
+            facts.session_id, facts.server, facts.tool, facts.variant.value, fingerprint, facts.arguments
+        )
         for stale in found.stale:
             warnings.append(
                 f"a remembered approval ({stale.scope}) for {facts.qualified} was dropped: the tool's definition or "
@@ -202,6 +224,7 @@ class Approvals:
                     rule=f"grant:{grant.scope}:{grant.id}",
                     remember=grant.scope,
                     approver=grant.approver,
+                    match=None if grant.match is GrantMatch.TOOL else grant.match.value,
                 ),
                 warnings=warnings,
             )
@@ -233,6 +256,10 @@ class Approvals:
             remember_options=options,
             session_id=facts.session_id,
             client=facts.client,
+            rule=verdict.rule,
+            rule_reason=verdict.reason,
+            match_options=match_options(options, facts.arguments),
+            suggested_pattern=suggest_pattern(facts.arguments, shown),
         )
         # Everything the agent or the server chose (its reason, names, warnings quoting them) is redacted for the
         # person's screen as it is for the disk: a prompt is no way around the log's promise.
@@ -255,10 +282,10 @@ class Approvals:
                 )
             return await self._elicit(policy, facts, request, elicit, verdict.action, warnings)
 
-        result = await self.broker.request(request, expires_in=policy.prompt_timeout)
+        result = await self.broker.request(request, expires_in=policy.prompt_timeout, batch_window=policy.batch_window)
         if result.outcome is Outcome.ANSWERED:
             self._annotation_changes.pop(facts.qualified, None)
-            return self._answered(result, facts, options, verdict.action, verdict.rule, warnings)
+            return self._answered(result, facts, options, verdict.action, verdict.rule, verdict.reason, warnings)
         if result.outcome is Outcome.TIMEOUT:
             return Authorization(
                 decision(DecidedBy.TIMEOUT, "expired", wait_ms=result.wait_ms),
@@ -284,30 +311,36 @@ class Approvals:
         options: list[Remember],
         action: Action,
         rule: str,
+        reason: str | None,
         warnings: list[str],
     ) -> Authorization:
         assert result.response is not None
         response = result.response
 
-        def decided(outcome: str, remember: str | None = None) -> Decision:
+        def decided(outcome: str, remember: str | None = None, match: GrantMatch | None = None) -> Decision:
             return Decision(
                 by=DecidedBy.EDITOR.value,
                 action=action.value,
                 outcome=outcome,
                 rule=rule,
+                reason=reason,
                 wait_ms=result.wait_ms,
                 remember=remember,
                 approver=result.approver,
+                match=None if match is None or match is GrantMatch.TOOL else match.value,
+                batch=result.batch,
             )
 
         if response.decision is Answer.DENY:
+            # A batch's answer turned into a deny says why (a destructive call allowed without being named).
+            why = f" ({result.reason})" if result.reason else ""
             return Authorization(
                 decided("deny"),
                 GatewayError(
                     ErrorCode.PERMISSION_DENIED,
                     f"Permission denied by the user ({result.approver}): they did not approve this "
-                    f"{facts.variant.value} call to '{facts.qualified}'. Do not retry it as is; ask the user how "
-                    "to proceed.",
+                    f"{facts.variant.value} call to '{facts.qualified}'{why}. Do not retry it as is; ask the user "
+                    "how to proceed.",
                     {
                         "variant": facts.variant.value,
                         "tool": facts.qualified,
@@ -323,19 +356,27 @@ class Approvals:
                 f"remember '{response.remember.value}' is not allowed for this call ([permissions] "
                 f"remember_{facts.variant.operation.value}); remembered as '{remember.value}'"
             )
+        match = GrantMatch.TOOL
         if remember is not Remember.ONCE:
-            self.grants.add(
-                Grant(
-                    scope="session" if remember is Remember.SESSION else "always",
-                    server=facts.server,
-                    tool=facts.tool,
-                    variant=facts.variant.value,
-                    fingerprint=facts.fingerprint,
-                    session_id=facts.session_id if remember is Remember.SESSION else None,
-                    approver=result.approver,
+            narrowed = narrow_grant(response, facts)
+            if isinstance(narrowed, str):
+                warnings.append(f"the approval was not remembered: {narrowed}; allowed once")
+                remember = Remember.ONCE
+            else:
+                match = narrowed.get("match", GrantMatch.TOOL)
+                self.grants.add(
+                    Grant(
+                        scope="session" if remember is Remember.SESSION else "always",
+                        server=facts.server,
+                        tool=facts.tool,
+                        variant=facts.variant.value,
+                        fingerprint=facts.fingerprint,
+                        session_id=facts.session_id if remember is Remember.SESSION else None,
+                        approver=result.approver,
+                        **narrowed,
+                    )
                 )
-            )
-        return Authorization(decided("allow", remember.value), None, warnings)
+        return Authorization(decided("allow", remember.value, match), None, warnings)
 
     async def _elicit(
         self,
@@ -413,6 +454,66 @@ class Approvals:
         )
 
 
+def match_options(remember: list[Remember], arguments: dict[str, Any]) -> list[GrantMatch]:
+    """What a remembered allow may be narrowed to: nothing when nothing can be remembered; a pattern only where
+    there is a string argument to put a glob on."""
+    if all(r is Remember.ONCE for r in remember):
+        return []
+    options = [GrantMatch.TOOL]
+    if arguments:
+        options.append(GrantMatch.ARGUMENTS)
+    if any(isinstance(v, str) for v in arguments.values()):
+        options.append(GrantMatch.PATTERN)
+    return options
+
+
+def _glob_literal(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def suggest_pattern(arguments: dict[str, Any], shown: dict[str, Any] | None) -> dict[str, str] | None:
+    """A starting point for a pattern grant, from what the person is shown: a path-like argument widened to its
+    directory (`dir/*`), any other short string as it is. An argument redaction changed is left out (its glob
+    could only name the placeholder), as is anything long. The person edits and confirms it; never applied unseen."""
+    if not shown:
+        return None
+    pattern: dict[str, str] = {}
+    for name, value in arguments.items():
+        if len(pattern) >= SUGGEST_MAX_ARGUMENTS:
+            break
+        if not isinstance(value, str) or shown.get(name) != value or not value or len(value) > SUGGEST_MAX_VALUE:
+            continue
+        head, sep, _ = value.rpartition("/")
+        pattern[name] = f"{_glob_literal(head)}/*" if sep and head else _glob_literal(value)
+    return pattern or None
+
+
+def narrow_grant(response: PermissionResponse, facts: CallFacts) -> dict[str, Any] | str:
+    """The Grant fields that narrow a remembered allow to what the person picked, or why it cannot be remembered:
+    a pattern must be well formed and match this very call (else the person confirmed something other than what
+    they saw)."""
+    match = response.match
+    if match is GrantMatch.PATTERN:
+        problem = pattern_problem(response.pattern)
+        if problem is not None:
+            return problem
+        assert response.pattern is not None
+        if not pattern_matches(response.pattern, facts.arguments):
+            return "the pattern does not match this call's arguments"
+        return {"match": match, "pattern": dict(response.pattern)}
+    if match is GrantMatch.ARGUMENTS:
+        salt = secrets.token_hex(8)
+        shown, preview = capture_arguments(facts.arguments, GRANT_PREVIEW_BYTES, facts.redact_keys)
+        text = json.dumps(shown, ensure_ascii=False) if shown is not None else f"{preview}…"
+        return {
+            "match": match,
+            "digest": arguments_digest(facts.arguments, salt),
+            "salt": salt,
+            "arguments_preview": scrub(text, facts.redact_keys),
+        }
+    return {}
+
+
 def no_approver_error(
     loaded: LoadedConfig, variant: ToolVariant, action: Action, reason: str | None, details: dict[str, Any]
 ) -> GatewayError:
@@ -454,7 +555,10 @@ def path_resolver(workspace: Path) -> ResolvePath:
     """Where a path an agent names really is: ~ expanded, relative to `workspace`, `..` and symlinks resolved (a
     link inside the workspace that points out of it is outside)."""
 
+    base = str(workspace)
+
     def resolve(path: str) -> str:
-        return os.path.realpath(workspace / Path(path).expanduser())
+        # Plain os.path on strings: pathlib's objects cost a quarter of this on every call a rule asks about.
+        return os.path.realpath(os.path.join(base, os.path.expanduser(path)))  # noqa: PTH111, PTH118
 
     return resolve

@@ -1,10 +1,14 @@
-"""Remembered approvals: a person's "allow for this session" or "always allow" for one server:tool and variant.
+"""Remembered approvals: a person's "allow for this session" or "always allow" for one server:tool and variant,
+for any arguments, for exactly the arguments they saw, or for arguments matching globs they confirmed.
 
 A grant is bound to a fingerprint of the tool's definition (description, input schema, the annotations mcphost
 acts on): when the server changes any of them, the grant no longer matches and is dropped, so an approval given
 to a harmless tool never carries over to what it became. Session grants live in memory for the daemon's life;
 `always` grants live in the state file, where `mcphost grants revoke` (another process) may remove them, so the
 store rereads the file whenever it changed on disk.
+
+A grant for exact arguments keeps no argument on disk: only a salted digest of them (and, for listing, the start of
+their redacted JSON), so the state file never holds a secret an agent passed.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -21,8 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcphost.activity.record import utc_now
-from mcphost.approval.prompt import GrantInfo
+from mcphost.approval.prompt import GrantInfo, GrantMatch
 from mcphost.config.state import read_state, state_path, write_state
+from mcphost.policy import ArgCondition, ConditionKind
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +45,45 @@ def tool_fingerprint(description: str, input_schema: dict[str, Any], annotations
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # one JSON number, however it was written (bool is no float: true stays true)
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def arguments_digest(arguments: Any, salt: str) -> str:
+    """A salted digest of exact argument values (JSON values: 1 and 1.0 are the same number, true is not 1)."""
+    canonical = json.dumps(
+        _canonical(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hmac.new(salt.encode("ascii"), canonical.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def pattern_problem(pattern: Any) -> str | None:
+    """Why a pattern a person confirmed cannot be a grant, or None: argument name -> glob, at least one."""
+    if not isinstance(pattern, dict) or not pattern:
+        return "a pattern grant needs at least one argument and its glob"
+    for name, glob in pattern.items():
+        if not isinstance(name, str) or not name or not isinstance(glob, str) or not glob:
+            return "a pattern maps argument names to non-empty globs"
+        if len(name) > 200 or len(glob) > 1000:
+            return "a pattern's names and globs are at most 200 and 1000 characters"
+    return None
+
+
+def pattern_matches(pattern: dict[str, str], arguments: dict[str, Any]) -> bool:
+    """Every named argument is present, a string, and matches its glob (the rules' `glob`: whole-string fnmatch)."""
+    for name, glob in pattern.items():
+        given = arguments.get(name)
+        if not isinstance(given, str) or not ArgCondition.of(ConditionKind.GLOB, glob).holds(given, str):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class Grant:
     scope: Scope
@@ -49,21 +94,43 @@ class Grant:
     granted_at: str = field(default_factory=utc_now)
     session_id: str | None = None  # session grants only
     approver: str | None = None
+    match: GrantMatch = GrantMatch.TOOL
+    pattern: dict[str, str] | None = None  # match = pattern
+    digest: str | None = None  # match = arguments: arguments_digest(arguments, salt)
+    salt: str | None = None
+    arguments_preview: str | None = None  # match = arguments: the start of their redacted JSON, for listings
 
     @property
     def id(self) -> str:
-        key = f"{self.scope}|{self.server}|{self.tool}|{self.variant}|{self.session_id or ''}"
-        return hashlib.sha256(key.encode("utf-8")).hexdigest()[:10]
+        narrowed = ""
+        if self.match is GrantMatch.PATTERN:
+            narrowed = "|pattern|" + json.dumps(self.pattern, sort_keys=True)
+        elif self.match is GrantMatch.ARGUMENTS:
+            narrowed = f"|arguments|{self.digest}"
+        key = f"{self.scope}|{self.server}|{self.tool}|{self.variant}|{self.session_id or ''}{narrowed}"
+        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
     @property
     def qualified(self) -> str:
         return f"{self.server}:{self.tool}"
 
     def covers(self, session_id: str | None, server: str, tool: str, variant: str) -> bool:
-        """Same server:tool and variant, and for a session grant the same agent session (fingerprint aside)."""
+        """Same server:tool and variant, and for a session grant the same agent session (fingerprint and arguments
+        aside: `find_grant` tells a stale grant from one that does not cover these arguments)."""
         if (self.server, self.tool, self.variant) != (server, tool, variant):
             return False
         return self.scope == "always" or (session_id is not None and self.session_id == session_id)
+
+    def covers_arguments(self, arguments: dict[str, Any]) -> bool:
+        if self.match is GrantMatch.PATTERN:
+            return self.pattern is not None and pattern_matches(self.pattern, arguments)
+        if self.match is GrantMatch.ARGUMENTS:
+            return (
+                self.digest is not None
+                and self.salt is not None
+                and hmac.compare_digest(arguments_digest(arguments, self.salt), self.digest)
+            )
+        return True
 
     def info(self) -> GrantInfo:
         return GrantInfo(
@@ -75,10 +142,13 @@ class Grant:
             granted_at=self.granted_at,
             session_id=self.session_id,
             approver=self.approver,
+            match=self.match,
+            pattern=self.pattern,
+            arguments_preview=self.arguments_preview,
         )
 
     def to_state(self) -> dict[str, Any]:
-        entry = {
+        entry: dict[str, Any] = {
             "server": self.server,
             "tool": self.tool,
             "variant": self.variant,
@@ -87,12 +157,31 @@ class Grant:
         }
         if self.approver:
             entry["approver"] = self.approver
+        if self.match is not GrantMatch.TOOL:
+            entry["match"] = self.match.value
+        if self.pattern is not None:
+            entry["pattern"] = dict(self.pattern)
+        if self.digest is not None:
+            entry["digest"], entry["salt"] = self.digest, self.salt
+        if self.arguments_preview is not None:
+            entry["arguments_preview"] = self.arguments_preview
         return entry
 
     @classmethod
     def from_state(cls, entry: Any) -> Grant | None:
         if not isinstance(entry, dict):
             return None
+        try:
+            match = GrantMatch(entry.get("match", GrantMatch.TOOL.value))
+        except ValueError:
+            return None  # a kind this version does not know: never read it as "any arguments"
+        pattern = entry.get("pattern")
+        if match is GrantMatch.PATTERN and pattern_problem(pattern) is not None:
+            return None
+        digest, salt = entry.get("digest"), entry.get("salt")
+        if match is GrantMatch.ARGUMENTS and not (isinstance(digest, str) and isinstance(salt, str)):
+            return None
+        preview = entry.get("arguments_preview")
         try:
             return cls(
                 scope="always",
@@ -102,6 +191,11 @@ class Grant:
                 fingerprint=str(entry["fingerprint"]),
                 granted_at=str(entry.get("granted_at", "")),
                 approver=entry.get("approver"),
+                match=match,
+                pattern=dict(pattern) if match is GrantMatch.PATTERN and isinstance(pattern, dict) else None,
+                digest=digest if match is GrantMatch.ARGUMENTS else None,
+                salt=salt if match is GrantMatch.ARGUMENTS else None,
+                arguments_preview=preview if isinstance(preview, str) else None,
             )
         except KeyError:
             return None
@@ -113,8 +207,17 @@ class Lookup:
     stale: list[Grant]  # grants for this call whose tool changed since; the caller drops them
 
 
-def find_grant(grants: list[Grant], session_id: str | None, server: str, tool: str, variant: str, fp: str) -> Lookup:
-    """Pure: the grant covering this call, preferring a session grant, and the stale ones in the way."""
+def find_grant(
+    grants: list[Grant],
+    session_id: str | None,
+    server: str,
+    tool: str,
+    variant: str,
+    fp: str,
+    arguments: dict[str, Any] | None = None,
+) -> Lookup:
+    """Pure: the grant covering this call, preferring a session grant, and the stale ones in the way (a grant for
+    this tool whose definition changed is stale whatever arguments it covers)."""
     found: Grant | None = None
     stale: list[Grant] = []
     for grant in grants:
@@ -122,6 +225,8 @@ def find_grant(grants: list[Grant], session_id: str | None, server: str, tool: s
             continue
         if grant.fingerprint != fp:
             stale.append(grant)
+        elif not grant.covers_arguments(arguments or {}):
+            continue
         elif found is None or (found.scope == "always" and grant.scope == "session"):
             found = grant
     return Lookup(found, stale)
@@ -181,8 +286,16 @@ class GrantStore:
         self._refresh()
         return [*self._session, *self._always]
 
-    def lookup(self, session_id: str | None, server: str, tool: str, variant: str, fp: str) -> Lookup:
-        found = find_grant(self.all(), session_id, server, tool, variant, fp)
+    def lookup(
+        self,
+        session_id: str | None,
+        server: str,
+        tool: str,
+        variant: str,
+        fp: str,
+        arguments: dict[str, Any] | None = None,
+    ) -> Lookup:
+        found = find_grant(self.all(), session_id, server, tool, variant, fp, arguments)
         if found.stale:
             self.remove(found.stale)
         return found

@@ -28,6 +28,14 @@ class Answer(StrEnum):
     DENY = "deny"
 
 
+class GrantMatch(StrEnum):
+    """What a remembered allow covers besides the tool and variant (the person picks it with the scope)."""
+
+    TOOL = "tool"  # any arguments
+    ARGUMENTS = "arguments"  # exactly these argument values
+    PATTERN = "pattern"  # arguments matching the globs the person confirmed
+
+
 class Payload(BaseModel):
     # Newer daemons may add fields; integrations must ignore what they do not know.
     model_config = ConfigDict(extra="allow")
@@ -76,6 +84,25 @@ class PermissionRequest(Payload):
     )
     session_id: str | None = Field(default=None, description="The agent session the call came from.")
     client: str | None = Field(default=None, description="The agent's MCP client, as it named itself.")
+    rule: str | None = Field(
+        default=None,
+        description="What asks for the person: the config key (permissions.write) or rule (rules[2]) that decided.",
+    )
+    rule_reason: str | None = Field(
+        default=None, description="That rule's `reason`, from the person's own config (plain text)."
+    )
+    match_options: list[GrantMatch] = Field(
+        default_factory=list,
+        description="What a remembered allow (session or always) may be narrowed to: tool (any arguments), "
+        "arguments (exactly these values), pattern (arguments matching globs the person confirms). Empty when "
+        "nothing can be remembered.",
+    )
+    suggested_pattern: dict[str, str] | None = Field(
+        default=None,
+        description="A starting point for a pattern grant, made from the redacted arguments: argument name -> glob "
+        "(fnmatch: * matches any run of characters, / included). For the person to edit and confirm, never to apply "
+        "unseen.",
+    )
 
 
 class PermissionResponse(Payload):
@@ -83,6 +110,64 @@ class PermissionResponse(Payload):
 
     decision: Answer
     remember: Remember = Field(default=Remember.ONCE, description="Ignored for deny.")
+    match: GrantMatch = Field(
+        default=GrantMatch.TOOL,
+        description="What the remembered allow covers (session or always only; one of the request's match_options).",
+    )
+    pattern: dict[str, str] | None = Field(
+        default=None,
+        description="match = pattern: argument name -> glob, as the person confirmed it. Every named argument must be "
+        "a string matching its glob, in this call too; arguments not named are not looked at.",
+    )
+
+
+class BatchAnswer(PermissionResponse):
+    """One call's answer in a `mcphost/permissionBatch` result."""
+
+    id: str = Field(description="The id of the request in the batch this answers.")
+    confirmed: str | None = Field(
+        default=None,
+        description="server:tool, as the person saw it named: required to allow a destructive call in a batch (an "
+        "allow without it, or with another name, counts as deny).",
+    )
+
+
+class PermissionBatch(Payload):
+    """`mcphost/permissionBatch` params: calls from one agent session that asked within a short window
+    (`[permissions] batch_window`), for one answer or one by one. Sent only to clients that set
+    initializationOptions.batch = true; others get each call as its own `mcphost/permissionRequest`."""
+
+    id: str = Field(description="The batch's id.")
+    session_id: str | None = None
+    client: str | None = Field(default=None, description="The agent's MCP client, as it named itself.")
+    requests: list[PermissionRequest] = Field(description="The calls, in the order they asked (two or more).")
+    expires_at: str = Field(description="When the first of them stops waiting (RFC 3339, UTC).")
+
+
+class PermissionBatchResult(Payload):
+    """`mcphost/permissionBatch` result: one answer per request; a request left unanswered is denied."""
+
+    answers: list[BatchAnswer]
+
+
+def batch_response(request: PermissionRequest, answer: BatchAnswer | None) -> tuple[PermissionResponse, str | None]:
+    """What one call's answer in a batch counts as, and why it was turned into a deny (else None): a call the batch
+    left unanswered is denied, and so is a destructive call allowed without being named (`confirmed`), so that no
+    editor can let one through with a single "allow all"."""
+    if answer is None:
+        return PermissionResponse(decision=Answer.DENY), "the batch's answer left this call out"
+    if (
+        answer.decision is Answer.ALLOW
+        and request.operation == "destructive"
+        and answer.confirmed != f"{request.server}:{request.tool}"
+    ):
+        return PermissionResponse(decision=Answer.DENY), (
+            "a destructive call in a batch is allowed only when the person confirms it by name, and this answer did "
+            "not name it"
+        )
+    return PermissionResponse(
+        decision=answer.decision, remember=answer.remember, match=answer.match, pattern=answer.pattern
+    ), None
 
 
 class PendingPrompt(Payload):
@@ -102,3 +187,8 @@ class GrantInfo(Payload):
     granted_at: str
     session_id: str | None = None
     approver: str | None = None
+    match: GrantMatch = Field(default=GrantMatch.TOOL, description="What the grant covers besides the tool.")
+    pattern: dict[str, str] | None = Field(default=None, description="match = pattern: argument name -> glob.")
+    arguments_preview: str | None = Field(
+        default=None, description="match = arguments: the start of the (redacted) arguments it was given for."
+    )

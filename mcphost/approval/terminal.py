@@ -116,6 +116,11 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     recommendation = f"mcphost recommends {_text(request.call_with, style)} for this tool; {verdict}"
     lines.append(_field("check", recommendation if match else paint(recommendation, style, YELLOW, BOLD)))
 
+    if request.rule:
+        # From the person's own config, yet escaped like the rest: a reason is free text.
+        because = f": {_text(request.rule_reason, style, WIDTH * 2)}" if request.rule_reason else ""
+        lines.append(_field("asked by", f"{_text(request.rule, style, 40)}{because}"))
+
     warn = "!" if style.ascii_only else "⚠"
     for warning in request.warnings:
         text = f"{warn} {_text(warning, style, WIDTH * 2)}"

@@ -31,6 +31,7 @@ COLUMNS = (
     Column("SCOPE"),
     Column("TOOL", flex=True, floor=16),
     Column("VARIANT"),
+    Column("COVERS", flex=True, floor=14),
     Column("GRANTED", optional=True),
     Column("SESSION", flex=True, floor=12, optional=True),
 )
@@ -81,6 +82,16 @@ def _ask_daemons(method: str, params: Any) -> list[dict[str, Any]]:
     return answers
 
 
+def covers(grant: dict[str, Any]) -> str:
+    """What a grant covers besides the tool, in words (the same words as Grant.describe, from its listed form)."""
+    match = grant.get("match", "tool")
+    if match == "pattern" and isinstance(grant.get("pattern"), dict):
+        return "args " + ", ".join(f"{name}={glob}" for name, glob in sorted(grant["pattern"].items()))
+    if match == "arguments":
+        return f"exactly {grant.get('arguments_preview') or '(arguments)'}"
+    return "any arguments"
+
+
 def run_list(args: argparse.Namespace) -> int:
 
     grants: dict[str, dict[str, Any]] = {}
@@ -103,6 +114,7 @@ def run_list(args: argparse.Namespace) -> int:
             str(g["scope"]),
             f"{g['server']}:{g['tool']}",
             str(g["variant"]),
+            covers(g),
             str(g["granted_at"]),
             f"{g['session_id']} in daemon {g['daemon']}" if g["scope"] == "session" else "",
         )

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from mcphost.intent import AgentToolTable, OperationType, ToolVariant
 from mcphost.paths import data_dir
-from mcphost.policy import Action, ArgCondition, ConditionKind, NoEditor, Policy, Remember, Rule
+from mcphost.policy import Action, ArgCondition, ConditionKind, NoEditor, Policy, Remember, Rule, RuleSet
 
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -65,6 +65,14 @@ class PermissionsConfig(StrictModel):
         default=_POLICY.remember_destructive,
         description='The longest a person\'s approval of a destructive call may be remembered: "always" only '
         "when you set it here.",
+    )
+    batch_window: float = Field(
+        default=_POLICY.batch_window,
+        strict=True,
+        ge=0,
+        le=10,
+        description="Seconds during which one agent session's prompts gather into one batch (allow all, deny all, "
+        "or one by one) in editors that show batches; 0 shows every prompt on its own at once.",
     )
 
     def to_policy(self) -> Policy:
@@ -400,9 +408,9 @@ class Config(StrictModel):
     export: ExportConfig = Field(default_factory=ExportConfig)
 
     @functools.cached_property
-    def compiled_rules(self) -> tuple[Rule, ...]:
-        """The rules, compiled once per loaded config (a reload loads a new one)."""
-        return tuple(rule.to_rule(index) for index, rule in enumerate(self.rules))
+    def compiled_rules(self) -> RuleSet:
+        """The rules, compiled and indexed once per loaded config (a reload loads a new one). A tuple of Rule."""
+        return RuleSet(rule.to_rule(index) for index, rule in enumerate(self.rules))
 
     @field_validator("servers")
     @classmethod

@@ -35,6 +35,34 @@ prompt_timeout = 300          # seconds a prompt waits; then the call ends as ex
 no_editor = "deny"            # ask/confirm with no editor attached: "deny", or "elicit" (ask through the agent)
 remember_write = "always"     # the longest a person's "allow" may be remembered: once | session | always
 remember_destructive = "session"  # "always" for destructive calls only if you set it here
+batch_window = 0.25           # seconds one agent session's prompts gather into one batch (0: one prompt each)
+
+# Rules look at a call's arguments before the defaults above: the first that matches decides, and its `reason`
+# is shown in the prompt (and, on deny, to the agent). Try one without calling anything:
+#   mcphost rules test files:write_file --variant write --args '{{"path": "src/app.py"}}'
+#
+# [[rules]]                             # writes to files inside the workspace: no prompt
+# tool = "files:*"                      # glob on server:tool
+# variant = "write"                     # read | write | destructive, or a list
+# args = {{ path = {{ inside = "." }} }}    # relative to the workspace the daemon started in; ~, .. and links resolved
+# action = "allow"                      # allow | ask | confirm | deny
+# reason = "edits inside the workspace"
+#
+# [[rules]]                             # any other file write: a deliberate confirmation
+# tool = "files:*"
+# variant = "write"
+# action = "confirm"
+# reason = "writes outside the workspace"
+#
+# [[rules]]                             # never a force push to main
+# tool = "git:*push*"
+# variant = ["write", "destructive"]
+# args = {{ branch = {{ one_of = ["main", "master"] }}, force = {{ equals = true }} }}
+# action = "deny"
+# reason = "no force push to main"
+#
+# Other conditions: {{ glob = "..." }}, {{ regex = "..." }} (searched). `client = "claude-code*"` narrows a rule to
+# one agent. A rule may allow destructive calls only with allow_destructive = true beside action = "allow".
 
 # The bundled demo server: a todo list in the data dir. Remove it when you have your own servers.
 [servers.todo]

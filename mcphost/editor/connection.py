@@ -29,7 +29,7 @@ from pygls.protocol.language_server import lsp_method
 from mcphost import __version__
 from mcphost.activity.record import utc_now
 from mcphost.approval.broker import ApproverGone
-from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import PermissionBatch, PermissionBatchResult, PermissionRequest, PermissionResponse
 from mcphost.editor import protocol as p
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class EditorConnection(LanguageServer):
         self.client_name = "unnamed editor"
         self.attached_at = utc_now()
         self.approver = True  # initializationOptions {"approver": false} for clients that only look
+        self.batches = False  # initializationOptions {"batch": true}: it shows mcphost/permissionBatch
         self.wants_activity = True
         self.attached = False
         self.closed = False
@@ -130,6 +131,7 @@ class EditorConnection(LanguageServer):
         if isinstance(options, dict):
             self.approver = options.get("approver", True) is not False
             self.wants_activity = options.get("activity", True) is not False
+            self.batches = options.get("batch", False) is True
 
     def _on_initialized(self, params: lsp.InitializedParams) -> None:
         # Requests to the client are allowed only after `initialized`, so this is when prompts may start.
@@ -172,10 +174,23 @@ class EditorConnection(LanguageServer):
     # ---- the approver side
 
     async def ask(self, request: PermissionRequest) -> PermissionResponse:
+        result = await self._ask(p.PERMISSION_REQUEST, request.model_dump(mode="json"), f"{request.id}.{self.id}")
+        try:
+            return PermissionResponse.model_validate(result)
+        except ValidationError as exc:
+            raise ApproverGone(f"answered with an invalid result ({_problems(exc)})") from None
+
+    async def ask_batch(self, batch: PermissionBatch) -> PermissionBatchResult:
+        result = await self._ask(p.PERMISSION_BATCH, batch.model_dump(mode="json"), f"{batch.id}.{self.id}")
+        try:
+            return PermissionBatchResult.model_validate(result)
+        except ValidationError as exc:
+            raise ApproverGone(f"answered the batch with an invalid result ({_problems(exc)})") from None
+
+    async def _ask(self, method: str, params: dict[str, Any], msg_id: str) -> Any:
         if self.closed:
             raise ApproverGone("disconnected")
         loop = asyncio.get_running_loop()
-        msg_id = f"{request.id}.{self.id}"
         waiter: asyncio.Future[Any] = loop.create_future()
         self._waiting[msg_id] = waiter
 
@@ -191,7 +206,7 @@ class EditorConnection(LanguageServer):
             else:
                 waiter.set_result(done.result())
 
-        future = self.protocol.send_request(p.PERMISSION_REQUEST, request.model_dump(mode="json"), msg_id=msg_id)
+        future = self.protocol.send_request(method, params, msg_id=msg_id)
         future.add_done_callback(settle)
         try:
             result = await waiter
@@ -212,10 +227,7 @@ class EditorConnection(LanguageServer):
             result = waiter.result()
         finally:
             self._waiting.pop(msg_id, None)
-        try:
-            return PermissionResponse.model_validate(result)
-        except ValidationError as exc:
-            raise ApproverGone(f"answered with an invalid result ({_problems(exc)})") from None
+        return result
 
     # ---- sending
 

@@ -12,10 +12,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcphost.approval.prompt import GrantInfo, Payload, PendingPrompt, PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import (
+    GrantInfo,
+    Payload,
+    PendingPrompt,
+    PermissionBatch,
+    PermissionBatchResult,
+    PermissionRequest,
+    PermissionResponse,
+)
 
 # server -> client request: a call waits for a person's decision
 PERMISSION_REQUEST = "mcphost/permissionRequest"
+# server -> client request, to clients that set initializationOptions.batch: calls from one agent session that asked
+# within [permissions] batch_window, for one answer (allow all / deny all) or one by one
+PERMISSION_BATCH = "mcphost/permissionBatch"
 # server -> client notification: one activity record (as written to activity.jsonl)
 ACTIVITY = "mcphost/activity"
 # server -> client notification on change, and client -> server request: the daemon's state
@@ -139,6 +150,8 @@ class AuthorizeResult(Payload):
 PAYLOADS: dict[str, type[BaseModel]] = {
     "permission-request": PermissionRequest,
     "permission-response": PermissionResponse,
+    "permission-batch": PermissionBatch,
+    "permission-batch-result": PermissionBatchResult,
     "status": StatusPayload,
     "grants-result": GrantsResult,
     "revoke-grants-params": RevokeGrantsParams,

@@ -120,3 +120,33 @@ def test_the_config_schema_rejects_a_typo_as_editors_will_show_it() -> None:
         jsonschema.validate({"intent_declaration": {"strict_server_validaton": True}}, config_schema())
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"permissions": {"write": "sometimes"}}, config_schema())
+
+
+def test_the_starter_configs_example_rules_load_once_uncommented_and_decide_as_they_say(tmp_path: Path) -> None:
+    import os
+
+    from mcphost.config.starter import starter_config
+    from mcphost.intent import ToolVariant
+    from mcphost.policy import RuleSubject, decide
+
+    text = starter_config("/usr/bin/python3")
+    block = text[text.index("# [[rules]]") : text.index("# Other conditions")]
+    rules = "\n".join(line.removeprefix("# ").removeprefix("#") for line in block.splitlines())
+    config = parse_config(text + "\n" + rules, tmp_path / "config.toml")
+    compiled = config.compiled_rules
+    assert len(compiled) == 3
+    policy = config.permissions.to_policy()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def resolve(path: str) -> str:
+        return os.path.realpath(workspace / Path(path).expanduser())
+
+    def verdict(tool: str, variant: ToolVariant, **arguments: object) -> tuple[Action, str]:
+        decided = decide(policy, RuleSubject(variant, *tool.split(":"), None, arguments), compiled, resolve)
+        return decided.action, decided.rule
+
+    assert verdict("files:write_file", ToolVariant.WRITE, path="src/app.py") == (Action.ALLOW, "rules[0]")
+    assert verdict("files:write_file", ToolVariant.WRITE, path="../elsewhere") == (Action.CONFIRM, "rules[1]")
+    assert verdict("git:git_push", ToolVariant.WRITE, branch="main", force=True) == (Action.DENY, "rules[2]")
+    assert verdict("git:git_push", ToolVariant.WRITE, branch="main", force=False)[1] == "permissions.write"

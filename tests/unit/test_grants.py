@@ -5,7 +5,17 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from mcphost.approval.grants import Grant, GrantStore, find_grant, revoke_in_file, select, tool_fingerprint
+from mcphost.approval.grants import (
+    Grant,
+    GrantStore,
+    arguments_digest,
+    find_grant,
+    pattern_problem,
+    revoke_in_file,
+    select,
+    tool_fingerprint,
+)
+from mcphost.approval.prompt import GrantMatch
 from mcphost.config.state import read_state
 
 FP = tool_fingerprint("Add a task", {"type": "object"}, {"readOnlyHint": False})
@@ -104,3 +114,86 @@ def test_a_malformed_grant_in_the_file_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "state.toml"
     path.write_text('[[grants]]\nserver = "todo"\n', encoding="utf-8")
     assert GrantStore(path).all() == []
+
+
+# ---- grants narrowed to arguments
+
+
+def exact(arguments: dict[str, object], scope: str = "always") -> Grant:
+    salt = "00" * 8
+    return Grant(
+        scope=scope,  # type: ignore[arg-type]
+        server="todo",
+        tool="add",
+        variant="call_tool_write",
+        fingerprint=FP,
+        session_id="s1" if scope == "session" else None,
+        match=GrantMatch.ARGUMENTS,
+        digest=arguments_digest(arguments, salt),
+        salt=salt,
+        arguments_preview="{...}",
+    )
+
+
+def pattern(globs: dict[str, str]) -> Grant:
+    return Grant(
+        scope="always", server="todo", tool="add", variant="call_tool_write", fingerprint=FP,
+        match=GrantMatch.PATTERN, pattern=globs,
+    )  # fmt: skip
+
+
+def covered(g: Grant, arguments: dict[str, object], fp: str = FP) -> bool:
+    return find_grant([g], "s1", "todo", "add", "call_tool_write", fp, arguments).grant is not None
+
+
+def test_a_grant_for_exact_arguments_covers_those_json_values_only() -> None:
+    g = exact({"title": "Buy milk", "n": 1, "tags": ["a"]})
+    assert covered(g, {"tags": ["a"], "n": 1, "title": "Buy milk"})  # key order is no difference
+    assert covered(g, {"title": "Buy milk", "n": 1.0, "tags": ["a"]})  # nor is 1 against 1.0
+    assert not covered(g, {"title": "Buy milk", "n": True, "tags": ["a"]})  # true is not 1
+    assert not covered(g, {"title": "Buy milk", "n": 1, "tags": ["a", "b"]})
+    assert not covered(g, {"title": "Buy milk", "n": 1})
+    assert not covered(g, {"title": "Buy milk", "n": 1, "tags": ["a"], "extra": None})
+
+
+def test_a_pattern_grant_covers_arguments_matching_every_glob_and_looks_at_nothing_else() -> None:
+    g = pattern({"path": "/work/src/*", "mode": "w"})
+    assert covered(g, {"path": "/work/src/a.py", "mode": "w", "content": "anything"})
+    assert covered(g, {"path": "/work/src/deep/b.py", "mode": "w"})  # * crosses "/", as the rules' glob does
+    assert not covered(g, {"path": "/work/other.py", "mode": "w"})
+    assert not covered(g, {"path": "/work/src/a.py", "mode": "a"})
+    assert not covered(g, {"path": "/work/src/a.py"})  # a named argument that is missing
+    assert not covered(g, {"path": ["/work/src/a.py"], "mode": "w"})  # not a string
+
+
+def test_a_narrowed_grant_for_a_changed_tool_is_stale_whatever_arguments_it_covered() -> None:
+    old = tool_fingerprint("Add a task", {"type": "object"}, {"readOnlyHint": True})
+    found = find_grant([pattern({"path": "/x/*"})], "s1", "todo", "add", "call_tool_write", old, {"path": "/y"})
+    assert found.grant is None and len(found.stale) == 1
+
+
+def test_pattern_problems_are_named() -> None:
+    assert pattern_problem({"path": "/x/*"}) is None
+    for bad in ({}, None, {"": "*"}, {"path": ""}, {"path": 3}, ["path"], {"p": "x" * 1001}):
+        assert pattern_problem(bad) is not None, bad
+
+
+def test_narrowed_grants_persist_without_their_argument_values(tmp_path: Path) -> None:
+    store = GrantStore(tmp_path / "state.toml")
+    secret = "hunter2-very-secret-value"
+    store.add(exact({"password": secret}))
+    store.add(pattern({"path": "/work/*"}))
+    text = (tmp_path / "state.toml").read_text()
+    assert secret not in text
+    again = GrantStore(tmp_path / "state.toml").all()
+    assert {g.match for g in again} == {GrantMatch.ARGUMENTS, GrantMatch.PATTERN}
+    assert covered(next(g for g in again if g.match is GrantMatch.ARGUMENTS), {"password": secret})
+    assert len({g.id for g in again}) == 2
+
+
+def test_a_grant_of_a_kind_this_version_does_not_know_is_skipped_never_read_as_any_arguments() -> None:
+    entry = {"server": "todo", "tool": "add", "variant": "call_tool_write", "fingerprint": FP}
+    assert Grant.from_state({**entry, "match": "future-kind"}) is None
+    assert Grant.from_state({**entry, "match": "pattern"}) is None  # no pattern
+    assert Grant.from_state({**entry, "match": "arguments", "digest": "d"}) is None  # no salt
+    assert Grant.from_state(entry) is not None

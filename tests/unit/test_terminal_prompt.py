@@ -80,6 +80,15 @@ def test_a_write_prompt_shows_what_a_person_decides_on() -> None:
     assert question(request(), PLAIN) == "Allow? [o]nce, [s]ession, [a]lways or [d]eny: "
 
 
+def test_a_prompt_says_which_rule_asked_and_why_escaped_like_everything_else() -> None:
+    ruled = render_prompt(request(rule="rules[2]", rule_reason="edits \x1b[2Joutside the repo"), PLAIN, now=NOW)
+    assert "asked by" in ruled and "rules[2]: edits" in ruled and "outside the repo" in ruled
+    assert "\x1b[2J" not in ruled
+    default = render_prompt(request(rule="permissions.write"), PLAIN, now=NOW)
+    assert "permissions.write" in default and "permissions.write:" not in default
+    assert "asked by" not in render_prompt(request(), PLAIN, now=NOW)
+
+
 def test_a_destructive_prompt_has_a_banner_and_asks_for_the_tool_name() -> None:
     req = destructive()
     assert is_destructive(req) and needs_typed_confirmation(req)
