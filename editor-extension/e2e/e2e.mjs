@@ -6,7 +6,10 @@
 // MCP TypeScript SDK's client), it calls through the daemon's MCP endpoint: a write call, whose notification it
 // finds in the page, still there after VS Code would have hidden an ordinary one, brought back from the status bar,
 // and allowed, and whose record it finds in the activity view (and opens); and destructive calls, whose modal it
-// finds and denies, then allows.
+// finds and denies, then allows. Fewer, better questions: a prompt a [[rules]] entry asked names the rule and its
+// reason; two writes made at once come as one batch notification ("Allow all"); "Always allow" asks what it covers
+// (exactly these arguments: the same call passes again unasked, other arguments ask again), and a session allow with a
+// pattern refuses a glob the call does not match; the grants list says what each grant covers.
 // One prompt per call: once VS Code lists mcphost's tools, the extension offers (a modal) to let mcphost be the only
 // one to ask; without it, a write call that goes through VS Code's tool service (a helper extension, e2e/probe, calls
 // vscode.lm.invokeTool: agent mode's chat needs a language model, which this machine has not) is confirmed by VS
@@ -41,6 +44,8 @@ const DOC_IMAGES = process.env.MCPHOST_E2E_DOC_IMAGES ? path.resolve(process.env
 const VIEWPORT = { width: 1280, height: 800 };
 /** VS Code hides an ordinary notification after 10 to 15 s; a prompt must outlast that. */
 const PROMPT_STAYS_MS = 15_000;
+/** The reason of the config's one rule (it asks about urgent tasks): a prompt it asks names it. */
+const URGENT_REASON = 'urgent tasks notify the whole team';
 const CHROMIUM = process.env.MCPHOST_E2E_CHROMIUM ?? '/usr/bin/chromium';
 const HEADFUL = process.env.MCPHOST_E2E_HEADFUL === '1';
 const CODE_SERVER = path.join(TOOLS, 'node_modules', 'code-server', 'out', 'node', 'entry.js');
@@ -250,6 +255,13 @@ async function main() {
       `command = ${JSON.stringify(PYTHON)}`,
       'args = ["-m", "mcphost.demo.todo", "serve", "--as-local-user"]',
       `env = { MCPHOST_DATA_DIR = ${JSON.stringify(data)} }`,
+      '',
+      '[[rules]]',
+      'tool = "todo:add_task"',
+      'variant = "write"',
+      'args = { title = { glob = "Urgent:*" } }',
+      'action = "ask"',
+      `reason = ${JSON.stringify(URGENT_REASON)}`,
       '',
     ].join('\n'),
   );
@@ -665,6 +677,8 @@ async function main() {
         'Server annotations: not read-only, not destructive, closed world; mcphost recommends call_tool_write.',
         '"Allow for this session" covers write calls to add_task from this agent session, until it disconnects.',
         '"Always allow" covers write calls to add_task from any agent, until revoked or the server changes the tool.',
+        'Asked by permissions.write.',
+        'Remembering asks what it covers next: any arguments, these exact arguments or a pattern.',
         'Closing this denies.',
         'Allow once',
         'Allow for this session',
@@ -850,6 +864,195 @@ async function main() {
       await none.hover();
       await none.locator('.codicon-notifications-clear').click();
       await none.waitFor({ state: 'detached', timeout: 10_000 });
+    });
+
+    // ---- fewer, better questions: the rule that asked, batches, scoped remembered approvals
+    const activityLog = path.join(data, 'activity.jsonl');
+    /** The call records of add_task in the activity log whose title is `title`. */
+    const callRecords = (title) =>
+      fs
+        .readFileSync(activityLog, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line))
+        .filter((r) => r.type === 'tool_call' && r.tool === 'add_task' && r.arguments?.title === title);
+    const addTask = (title, reason = 'Testing fewer questions') =>
+      callTool(agent, 'call_tool_write', 'todo:add_task', { title }, { operation_type: 'write', reason });
+    const mustPass = async (what, call) => {
+      const result = await call;
+      if (result.isError) {
+        throw new Error(`${what} failed: ${textOf(result)}`);
+      }
+    };
+
+    await step('a prompt says which rule asked, and why (the [[rules]] entry\'s reason)', async () => {
+      // The pictures that follow show the prompts, not this machine's paths.
+      await runCommand(page, 'View: Close All Editors');
+      await runCommand(page, 'View: Hide Panel');
+      const call = addTask('Urgent: call the plumber (e2e)');
+      call.catch(() => undefined);
+      const prompt = toast(page, 'Urgent: call the plumber (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      requireText('the prompt a rule asked', plainText(await prompt.innerText()), [`Asked by rules[0]: ${URGENT_REASON}.`]);
+      await prompt.locator('.monaco-button', { hasText: /^Allow once$/ }).click();
+      await mustPass('the urgent call', call);
+    });
+
+    await step('two writes the agent makes at once arrive as one batch notification listing both; the status bar counts both', async () => {
+      const titles = ['Batch one (e2e)', 'Batch two (e2e)'];
+      const both = Promise.all(titles.map((title) => addTask(title, 'Two things the user asked for')));
+      both.catch(() => undefined);
+      const batch = toast(page, 'asks to make 2 calls at once');
+      await batch.waitFor({ state: 'visible', timeout: 30_000 });
+      requireText('the batch prompt', plainText(await batch.innerText()), [
+        'mcphost: Agent "e2e-agent 1.0" asks to make 2 calls at once.',
+        '. write todo:add_task {"title":"Batch one (e2e)"}.',
+        '. write todo:add_task {"title":"Batch two (e2e)"}.',
+        'Asked by permissions.write.',
+        '"Allow all" allows each call once',
+        'Closing this denies them all.',
+        'Allow all',
+        'Deny all',
+        'One by one',
+      ]);
+      await until(
+        'the status bar entry to count both calls',
+        async () => /2 prompts waiting/.test((await statusItem.allInnerTexts()).join(' ')),
+        10_000,
+      );
+      await until('a waiting row for each call', async () => (await activityRow(page, 'todo:add_task', 'waiting for an answer').count()) === 2, 10_000);
+      await page.mouse.move(VIEWPORT.width / 2, VIEWPORT.height / 3);
+      await page.waitForTimeout(600); // let the toast finish sliding in
+      await docShot(page, 'vscode-batch-prompt.png');
+      await batch.locator('.monaco-button', { hasText: /^Allow all$/ }).click();
+      const results = await both;
+      for (const result of results) {
+        if (result.isError) {
+          throw new Error(`a call allowed in the batch failed: ${textOf(result)}`);
+        }
+      }
+      // Both on record as allowed by the editor, in the one batch.
+      const records = await until('both records in the activity log', () => {
+        const found = titles.map((title) => callRecords(title)[0]);
+        return found.every(Boolean) && found;
+      }, 10_000);
+      for (const record of records) {
+        if (record.status !== 'success' || record.decision?.outcome !== 'allow' || record.decision?.by !== 'editor' || !record.decision?.batch) {
+          throw new Error(`the record does not show a call allowed in a batch: ${JSON.stringify(record.decision)} ${record.status}`);
+        }
+      }
+      if (records[0].decision.batch !== records[1].decision.batch) {
+        throw new Error('the two calls were answered in different batches');
+      }
+      await until('no waiting rows', async () => (await activityRow(page, 'todo:add_task', 'waiting').count()) === 0, 10_000);
+    });
+
+    const quickInput = page.locator('.quick-input-widget');
+    const quickRow = (text) => quickInput.locator('.quick-input-list .monaco-list-row', { hasText: text }).first();
+    await step('"Always allow" asks what it covers; Escape there brings the prompt back; "exactly these arguments" is remembered', async () => {
+      const call = addTask('Water the plants (e2e)');
+      call.catch(() => undefined);
+      const prompt = toast(page, 'Water the plants (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      await prompt.locator('.monaco-button', { hasText: /^Always allow$/ }).click();
+      await quickInput.locator('.quick-input-title', { hasText: 'what does it cover?' }).waitFor({ state: 'visible', timeout: 10_000 });
+      // Escape is no answer: the prompt comes back.
+      await page.keyboard.press('Escape');
+      await prompt.waitFor({ state: 'visible', timeout: 10_000 });
+      await prompt.locator('.monaco-button', { hasText: /^Always allow$/ }).click();
+      await quickRow('This tool with exactly these arguments').waitFor({ state: 'visible', timeout: 10_000 });
+      requireText('the scope question', plainText(await quickInput.innerText()), [
+        'mcphost: "Always allow" for todo:add_task: what does it cover?',
+        'This tool, any arguments',
+        'This tool with exactly these arguments',
+        '{"title":"Water the plants (e2e)"}',
+        'This tool with arguments matching a pattern…',
+      ]);
+      await page.waitForTimeout(500); // the quick input fades in
+      await docShot(page, 'vscode-scope-picker.png');
+      await quickRow('This tool with exactly these arguments').click();
+      await quickInput.waitFor({ state: 'hidden', timeout: 10_000 });
+      await mustPass('the call allowed always, for these arguments', call);
+    });
+
+    await step('the same call again passes without a prompt; the same tool with other arguments asks again', async () => {
+      await mustPass('the same call again', addTask('Water the plants (e2e)'));
+      const again = await until('the second record', () => callRecords('Water the plants (e2e)')[1], 10_000);
+      if (again.decision?.by !== 'remembered_grant' || again.decision?.match !== 'arguments') {
+        throw new Error(`the second call was not allowed by the grant for its arguments: ${JSON.stringify(again.decision)}`);
+      }
+      if ((await toast(page, 'Water the plants (e2e)').count()) > 0) {
+        throw new Error('the remembered call was asked about again');
+      }
+      const other = addTask('Feed the cat (e2e)');
+      other.catch(() => undefined);
+      const prompt = toast(page, 'Feed the cat (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      await prompt.locator('.monaco-button', { hasText: /^Deny$/ }).click();
+      const denied = await other;
+      if (!denied.isError || denied.structuredContent?.error?.code !== 'PERMISSION_DENIED') {
+        throw new Error(`expected PERMISSION_DENIED, got ${JSON.stringify(denied).slice(0, 300)}`);
+      }
+    });
+
+    await step('"Allow for this session" with a pattern: the person edits the glob, which must match the call, and confirms it', async () => {
+      const call = addTask('Water the lawn (e2e)');
+      call.catch(() => undefined);
+      const prompt = toast(page, 'Water the lawn (e2e)');
+      await prompt.waitFor({ state: 'visible', timeout: 30_000 });
+      await prompt.locator('.monaco-button', { hasText: /^Allow for this session$/ }).click();
+      await quickRow('This tool with arguments matching a pattern').click();
+      // The pattern, argument by argument; it starts from the daemon's suggestion (this title, exactly).
+      const titleRow = quickRow('must match:');
+      await titleRow.waitFor({ state: 'visible', timeout: 10_000 });
+      requireText('the pattern', plainText(await quickInput.innerText()), [
+        'Allow calls whose arguments match this pattern',
+        'title="Water the lawn (e2e)"',
+        'must match: Water the lawn (e2e)',
+        'this call: "Water the lawn (e2e)"',
+      ]);
+      await titleRow.click();
+      const input = quickInput.locator('input.input');
+      await until('the glob in the input box', async () => (await input.inputValue()) === 'Water the lawn (e2e)', 10_000);
+      await input.fill('Feed the *');
+      const message = quickInput.locator('.quick-input-message');
+      await until('the message that the glob does not match this call', async () =>
+        plainText(await message.innerText()).includes('"Water the lawn (e2e)" does not match "Feed the *"'),
+      10_000);
+      await page.waitForTimeout(500); // the quick input fades in
+      await shot(page, '12-pattern-glob-refused.png');
+      await page.keyboard.press('Enter'); // refused: the box stays
+      await page.waitForTimeout(300);
+      if ((await input.inputValue()) !== 'Feed the *') {
+        throw new Error('a glob that does not match the call was accepted');
+      }
+      await input.fill('Water the *');
+      await until('the message to clear', async () => !plainText(await message.innerText()).includes('does not match'), 10_000);
+      await page.keyboard.press('Enter');
+      await quickRow('must match: Water the *').waitFor({ state: 'visible', timeout: 10_000 });
+      await page.waitForTimeout(500); // the quick input fades in
+      await shot(page, '13-pattern-confirm.png');
+      await quickRow('Allow calls whose arguments match this pattern').click();
+      await quickInput.waitFor({ state: 'hidden', timeout: 10_000 });
+      await mustPass('the call allowed for the session, by pattern', call);
+      await mustPass('another call the pattern matches', addTask('Water the roses (e2e)'));
+      const record = await until('its record', () => callRecords('Water the roses (e2e)')[0], 10_000);
+      if (record.decision?.by !== 'remembered_grant' || record.decision?.match !== 'pattern') {
+        throw new Error(`the call was not allowed by the pattern grant: ${JSON.stringify(record.decision)}`);
+      }
+    });
+
+    await step('the remembered approvals list says what each covers', async () => {
+      await runCommand(page, 'mcphost: List and Revoke Remembered Approvals');
+      await quickRow('todo:add_task').waitFor({ state: 'visible', timeout: 10_000 });
+      requireText('the grants list', plainText(await quickInput.innerText()), [
+        'call_tool_write · always · exactly {"title": "Water the plants (e2e)"}',
+        'call_tool_write · this session · arguments matching title="Water the *"',
+      ]);
+      await page.waitForTimeout(500); // the quick input fades in
+      await shot(page, '14-grants-with-scope.png');
+      await page.keyboard.press('Escape');
+      await quickInput.waitFor({ state: 'hidden', timeout: 10_000 });
     });
 
     const goodConfig = fs.readFileSync(configFile, 'utf8');

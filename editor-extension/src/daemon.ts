@@ -49,6 +49,7 @@ import type { ConnectionState } from './statusText';
 import { resolveMcphost } from './workspaceSettings';
 
 export type PermissionHandler = (request: p.PermissionRequest, token: CancellationToken) => Promise<p.PermissionResponse>;
+export type BatchHandler = (batch: p.PermissionBatch, token: CancellationToken) => Promise<p.PermissionBatchResult>;
 
 /** A daemon that prints nothing on its way up is handed the channel after this long all the same. */
 const PAST_CHECK_TIMEOUT_MS = 15_000;
@@ -115,6 +116,8 @@ export class Daemon implements vscode.Disposable {
 
   /** Answers `mcphost/permissionRequest`; until one is set, every prompt is denied. */
   onPermissionRequest: PermissionHandler = () => Promise.resolve({ decision: 'deny', remember: 'once' });
+  /** Answers `mcphost/permissionBatch`; until one is set, every call in a batch is denied (left unanswered). */
+  onPermissionBatch: BatchHandler = () => Promise.resolve({ answers: [] });
 
   constructor() {
     this.log = vscode.window.createOutputChannel('mcphost', { log: true });
@@ -195,7 +198,8 @@ export class Daemon implements vscode.Disposable {
     const command = resolved.command;
     this._command = command;
     this.history = FRESH;
-    const initializationOptions: p.InitializationOptions = { approver: true, activity: true };
+    // batch: calls from one agent session that ask together come as one mcphost/permissionBatch.
+    const initializationOptions: p.InitializationOptions = { approver: true, activity: true, batch: true };
     const clientOptions: LanguageClientOptions = {
       // The channel carries no documents: only mcphost's own methods and the config file's diagnostics.
       documentSelector: [],
@@ -247,6 +251,18 @@ export class Daemon implements vscode.Disposable {
           return new ResponseError(LSPErrorCodes.RequestCancelled, 'the prompt was withdrawn');
         }
         return answer;
+      }),
+      client.onRequest(p.PERMISSION_BATCH, async (params: unknown, token: CancellationToken) => {
+        if (!p.isPermissionBatch(params)) {
+          // Every call of it is denied: a request left unanswered is.
+          this.log.warn('a permission batch without the fields a prompt needs; every call in it denied');
+          return { answers: [] } satisfies p.PermissionBatchResult;
+        }
+        const result = await this.onPermissionBatch(params, token);
+        if (token.isCancellationRequested) {
+          return new ResponseError(LSPErrorCodes.RequestCancelled, 'the batch was withdrawn');
+        }
+        return result;
       }),
       client.onNotification(p.STATUS, (params: unknown) => this.acceptStatus(params)),
       client.onNotification(p.ACTIVITY, (params: unknown) => {

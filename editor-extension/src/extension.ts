@@ -32,6 +32,7 @@ export function activate(context: vscode.ExtensionContext): McphostApi {
   active = daemon;
   const presenter = new PromptPresenter(daemon.log);
   daemon.onPermissionRequest = (request, token) => presenter.ask(request, token);
+  daemon.onPermissionBatch = (batch, token) => presenter.askBatch(batch, token);
   context.subscriptions.push(daemon, presenter);
 
   // ---- activity view

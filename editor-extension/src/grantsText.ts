@@ -1,9 +1,11 @@
 /**
- * Remembered approvals, pure: how each grant reads in the quick pick that lists and revokes them.
+ * Remembered approvals, pure: how each grant reads in the quick pick that lists and revokes them: server:tool, the
+ * variant, its scope (this session or always) and what it covers (any arguments, exactly some, or a pattern).
  */
 
 import type { GrantInfo } from './protocol';
 import { plain } from './prompts';
+import { matchText } from './scope';
 
 export interface GrantItemText {
   label: string;
@@ -26,9 +28,11 @@ export function grantItemText(grant: GrantInfo, formatTime: (iso: string) => str
   if (grant.session_id) {
     parts.push(`session ${plain(grant.session_id, 40)}`);
   }
+  // What it covers besides the tool: older daemons say nothing, and their grants are for any arguments.
+  const covers = matchText(grant.match, grant.pattern, grant.arguments_preview, 160);
   return {
     label: name,
-    description: noIcons(`${plain(grant.variant, 40)} · ${scope}`),
+    description: noIcons(`${plain(grant.variant, 40)} · ${scope} · ${covers}`),
     detail: noIcons(parts.join(' · ')),
   };
 }

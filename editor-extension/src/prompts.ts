@@ -13,7 +13,7 @@
  * until it is revoked, and either is dropped when the server changes the tool's description, schema or annotations.
  */
 
-import type { PermissionRequest, PermissionResponse, Remember } from './protocol';
+import { type GrantMatch, MATCHES, type PermissionRequest, type PermissionResponse, type Remember } from './protocol';
 
 export type PromptKind = 'notification' | 'modal';
 
@@ -62,6 +62,13 @@ export const LIMITS = {
   field: 120,
   /** A name on a notification (server, tool, the agent's client). */
   fieldInline: 60,
+  /** The reason of the rule that asked (the person's own config, but any length). */
+  ruleReason: 300,
+  /** The rule's reason on a notification, before the message's budget cuts it further. */
+  ruleReasonInline: 160,
+  /** String arguments offered for a pattern grant, and the longest argument name the daemon takes. */
+  patternArguments: 20,
+  argumentName: 200,
 } as const;
 
 const ALLOW_LABELS: Record<Remember, string> = {
@@ -156,6 +163,58 @@ export function rememberChoices(request: PermissionRequest): Remember[] {
   return choices;
 }
 
+/** The narrowings of a remembered allow the daemon offers for this call (known values, in order); a pattern only
+ * when the person can see a string argument to put a glob on. Tool alone (or nothing) means nothing to ask. */
+export function matchChoices(request: PermissionRequest): GrantMatch[] {
+  const offered = new Set(Array.isArray(request.match_options) ? request.match_options : []);
+  const choices = MATCHES.filter((match) => offered.has(match));
+  if (choices.includes('pattern') && patternArguments(request).length === 0) {
+    return choices.filter((match) => match !== 'pattern');
+  }
+  return choices;
+}
+
+/** Whether a remembered allow is followed by the question of what it covers. */
+export function scopeOffered(request: PermissionRequest): boolean {
+  return matchChoices(request).some((match) => match !== 'tool');
+}
+
+/**
+ * The string arguments a pattern may put a glob on, with their values as the person sees them: not one redaction
+ * changed (the daemon matches the real value, the prompt could only check the placeholder), none when the arguments
+ * were too large to send.
+ */
+export function patternArguments(request: PermissionRequest): { name: string; value: string }[] {
+  const args = request.arguments;
+  if (args === null || args === undefined || typeof args !== 'object' || Array.isArray(args)) {
+    return [];
+  }
+  const out: { name: string; value: string }[] = [];
+  for (const [name, value] of Object.entries(args)) {
+    if (typeof value === 'string' && !value.includes('[REDACTED') && name.length > 0 && name.length <= LIMITS.argumentName) {
+      out.push({ name, value });
+      if (out.length >= LIMITS.patternArguments) {
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** Which rule asked, and its reason: "Asked by rules[2]: edits outside the workspace." (undefined: not said). */
+export function ruleText(
+  request: Pick<PermissionRequest, 'rule' | 'rule_reason'>,
+  reasonMax: number = LIMITS.ruleReason,
+  nameMax: number = LIMITS.fieldInline,
+): string | undefined {
+  const rule = plain(request.rule, nameMax);
+  if (!rule) {
+    return undefined;
+  }
+  const reason = plain(request.rule_reason, reasonMax).replace(/[.\s]+$/, '');
+  return reason ? `Asked by ${rule}: ${reason}.` : `Asked by ${rule}.`;
+}
+
 /** A destructive call, or any call the policy wants confirmed deliberately, gets the modal. */
 export function promptKind(request: PermissionRequest): PromptKind {
   return request.operation === 'destructive' || request.action === 'confirm' ? 'modal' : 'notification';
@@ -240,19 +299,62 @@ interface InlineBudget {
   warning: number;
 }
 
-function notificationLines(request: PermissionRequest, now: Date, budget: InlineBudget): string[] {
-  const server = plain(request.server, LIMITS.fieldInline);
-  const tool = plain(request.tool, LIMITS.fieldInline);
+/** Where a call stands in a batch answered one by one. */
+export interface BatchPosition {
+  index: number;
+  count: number;
+}
+
+function positionText(position: BatchPosition | undefined): string | undefined {
+  return position ? `Call ${position.index + 1} of ${position.count} that asked together, one by one.` : undefined;
+}
+
+const MATCH_WORDS: Record<GrantMatch, string> = {
+  tool: 'any arguments',
+  arguments: 'these exact arguments',
+  pattern: 'a pattern',
+};
+
+/** What the scope question that follows a remembered allow offers, in a sentence (undefined: no question). */
+function scopeQuestionText(request: PermissionRequest): string | undefined {
+  if (!scopeOffered(request)) {
+    return undefined;
+  }
+  const words = matchChoices(request).map((match) => MATCH_WORDS[match]);
+  const list = words.length > 1 ? `${words.slice(0, -1).join(', ')} or ${words[words.length - 1]}` : words.join('');
+  return `Remembering asks what it covers next: ${list}.`;
+}
+
+interface NotificationBudget extends InlineBudget {
+  /** The rule's reason. */
+  ruleReason: number;
+  /** Names: the agent's client, the server, the tool, the rule. */
+  name: number;
+}
+
+function notificationLines(request: PermissionRequest, now: Date, budget: NotificationBudget, position?: BatchPosition): string[] {
+  const server = plain(request.server, budget.name);
+  const tool = plain(request.tool, budget.name);
   const reason = plain(request.intent?.reason, budget.reason);
   const sensitivity = plain(request.intent?.data_sensitivity, LIMITS.fieldInline) || 'not declared';
   const warnings = Array.isArray(request.warnings) ? request.warnings : [];
   const lines = [
-    `mcphost: ${capitalized(agentName(request, LIMITS.fieldInline))} asks to ${operationWord(request)} tool ${tool} ` +
+    `mcphost: ${capitalized(agentName(request, budget.name))} asks to ${operationWord(request)} tool ${tool} ` +
       `of server ${server}.`,
+  ];
+  const where = positionText(position);
+  if (where) {
+    lines.push(where);
+  }
+  const rule = ruleText(request, budget.ruleReason, budget.name);
+  if (rule) {
+    lines.push(rule);
+  }
+  lines.push(
     `Arguments: ${argumentsText(request, budget.args)}.`,
     reason ? `Reason (the agent's words): "${reason}".` : 'No reason given.',
     `Data: ${sensitivity}.`,
-  ];
+  );
   const recommendation = recommendationText(request);
   lines.push(`Server annotations: ${annotationsText(request.annotations)}${recommendation ? `; ${recommendation}` : ''}.`);
   for (const warning of warnings.slice(0, 2)) {
@@ -262,19 +364,40 @@ function notificationLines(request: PermissionRequest, now: Date, budget: Inline
     lines.push(`(${warnings.length - 2} more warnings in the daemon log.)`);
   }
   lines.push(...scopeLines(request, tool, (label) => `"${label}"`));
+  const question = scopeQuestionText(request);
+  if (question) {
+    lines.push(question);
+  }
   const wait = waitText(request, now);
   lines.push(`Closing this denies.${wait ? ` Waits ${wait} for an answer.` : ''}`);
   return lines;
 }
 
-function buildNotification(request: PermissionRequest, now: Date, allow: PromptChoice[]): PromptSpec {
-  const budget: InlineBudget = { reason: LIMITS.reasonInline, args: LIMITS.argumentsInline, warning: LIMITS.warningInline };
-  let lines = notificationLines(request, now, budget);
-  // Past VS Code's limit the end is cut, and the end says what the buttons mean: the agent's own text gives way.
-  while (lines.join(' ').length > NOTIFICATION_MAX && budget.reason + budget.args + budget.warning > 90) {
-    const largest = (Object.keys(budget) as (keyof InlineBudget)[]).reduce((a, b) => (budget[a] >= budget[b] ? a : b));
+function buildNotification(request: PermissionRequest, now: Date, allow: PromptChoice[], position?: BatchPosition): PromptSpec {
+  const budget: NotificationBudget = {
+    reason: LIMITS.reasonInline,
+    args: LIMITS.argumentsInline,
+    warning: LIMITS.warningInline,
+    ruleReason: LIMITS.ruleReasonInline,
+    name: LIMITS.fieldInline,
+  };
+  let lines = notificationLines(request, now, budget, position);
+  const tooLong = () => lines.join(' ').length > NOTIFICATION_MAX;
+  // Past VS Code's limit the end is cut, and the end says what the buttons mean: the agent's own text gives way
+  // first, then the reason from the person's config, then long names.
+  while (tooLong() && budget.reason + budget.args + budget.warning > 90) {
+    const agentText: (keyof InlineBudget)[] = ['reason', 'args', 'warning'];
+    const largest = agentText.reduce((a, b) => (budget[a] >= budget[b] ? a : b));
     budget[largest] = Math.max(30, Math.floor(budget[largest] * 0.8));
-    lines = notificationLines(request, now, budget);
+    lines = notificationLines(request, now, budget, position);
+  }
+  while (tooLong() && budget.ruleReason > 30) {
+    budget.ruleReason = Math.max(30, Math.floor(budget.ruleReason * 0.7));
+    lines = notificationLines(request, now, budget, position);
+  }
+  while (tooLong() && budget.name > 24) {
+    budget.name = Math.max(24, Math.floor(budget.name * 0.8));
+    lines = notificationLines(request, now, budget, position);
   }
   return {
     kind: 'notification',
@@ -286,7 +409,7 @@ function buildNotification(request: PermissionRequest, now: Date, allow: PromptC
   };
 }
 
-function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[]): PromptSpec {
+function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[], position?: BatchPosition): PromptSpec {
   const name = qualifiedName(request);
   const tool = plain(request.tool, LIMITS.field);
   const reason = plain(request.intent?.reason, LIMITS.reason, true);
@@ -294,6 +417,10 @@ function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[]
   const warnings = (Array.isArray(request.warnings) ? request.warnings : []).map((w) => plain(w, LIMITS.reason));
   const recommendation = recommendationText(request);
   const lines: string[] = [];
+  const where = positionText(position);
+  if (where) {
+    lines.push(where, '');
+  }
   lines.push(`Agent: ${plain(request.client, LIMITS.field) || '(it gave no name)'}`);
   lines.push(`Server: ${plain(request.server, LIMITS.field)}`);
   lines.push(`Tool: ${tool} (called as ${plain(request.variant, LIMITS.field)})`);
@@ -302,6 +429,10 @@ function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[]
     lines.push(recommendation);
   }
   lines.push(`Data sensitivity: ${sensitivity}`);
+  const rule = ruleText(request);
+  if (rule) {
+    lines.push(rule);
+  }
   lines.push('');
   lines.push("Agent's reason (as the agent wrote it):");
   lines.push(reason || '(no reason given)');
@@ -317,6 +448,10 @@ function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[]
   lines.push('');
   lines.push(`"${ALLOW_LABELS.once}" allows this call only.`);
   lines.push(...scopeLines(request, tool, (label) => `"${label}"`));
+  const question = scopeQuestionText(request);
+  if (question) {
+    lines.push(question);
+  }
   const wait = waitText(request, now);
   lines.push(
     `${request.operation === 'destructive' ? 'This call may not be undoable. ' : ''}Deny, Escape or closing this ` +
@@ -344,11 +479,14 @@ function buildModal(request: PermissionRequest, now: Date, allow: PromptChoice[]
   };
 }
 
-export function buildPrompt(request: PermissionRequest, now: Date = new Date()): PromptSpec {
+/** The prompt for one call (`position`: where it stands in a batch answered one by one). */
+export function buildPrompt(request: PermissionRequest, now: Date = new Date(), position?: BatchPosition): PromptSpec {
   const allow = rememberChoices(request).map(
     (scope): PromptChoice => ({ label: ALLOW_LABELS[scope], response: { decision: 'allow', remember: scope } }),
   );
-  return promptKind(request) === 'notification' ? buildNotification(request, now, allow) : buildModal(request, now, allow);
+  return promptKind(request) === 'notification'
+    ? buildNotification(request, now, allow, position)
+    : buildModal(request, now, allow, position);
 }
 
 /** The answer for the button a person clicked (by label), or the dismissal answer for none. */

@@ -9,6 +9,9 @@
 
 // server -> client request: a call waits for a person's decision
 export const PERMISSION_REQUEST = 'mcphost/permissionRequest';
+// server -> client request, to clients that set initializationOptions.batch: calls from one agent session that asked
+// within [permissions] batch_window, for one answer (allow all / deny all) or one by one
+export const PERMISSION_BATCH = 'mcphost/permissionBatch';
 // server -> client notification: one activity record (as written to activity.jsonl)
 export const ACTIVITY = 'mcphost/activity';
 // server -> client notification on change, and client -> server request: the daemon's state
@@ -27,6 +30,8 @@ export const PROTOCOL_VERSION = 1;
 export const SCHEMA_METHODS: Record<string, string> = {
   'permission-request': PERMISSION_REQUEST,
   'permission-response': PERMISSION_REQUEST,
+  'permission-batch': PERMISSION_BATCH,
+  'permission-batch-result': PERMISSION_BATCH,
   status: STATUS,
   activity: ACTIVITY,
   'grants-result': GRANTS_LIST,
@@ -42,6 +47,9 @@ export interface InitializationOptions {
   approver: boolean;
   /** Send this editor `mcphost/activity` notifications. */
   activity: boolean;
+  /** Send this editor `mcphost/permissionBatch` for calls from one agent session that ask within a short window
+   * (else each comes as its own `mcphost/permissionRequest`). */
+  batch: boolean;
 }
 
 export const ANSWERS = ['allow', 'deny'] as const;
@@ -49,6 +57,10 @@ export type Answer = (typeof ANSWERS)[number];
 
 export const REMEMBER = ['once', 'session', 'always'] as const;
 export type Remember = (typeof REMEMBER)[number];
+
+/** What a remembered allow covers besides the tool: any arguments, exactly these, or arguments matching globs. */
+export const MATCHES = ['tool', 'arguments', 'pattern'] as const;
+export type GrantMatch = (typeof MATCHES)[number];
 
 export const OPERATIONS = ['read', 'write', 'destructive'] as const;
 export type Operation = (typeof OPERATIONS)[number];
@@ -89,6 +101,14 @@ export interface PermissionRequest {
   remember_options: Remember[];
   session_id?: string | null;
   client?: string | null;
+  /** What asks for the person: the config key (permissions.write) or rule (rules[2]) that decided. */
+  rule?: string | null;
+  /** That rule's `reason`, from the person's own config (still shown as bounded plain text). */
+  rule_reason?: string | null;
+  /** What a remembered allow may be narrowed to. Sent by newer daemons; empty or absent: the tool only. */
+  match_options: GrantMatch[];
+  /** A starting point for a pattern grant: argument name -> glob (fnmatch), for the person to edit and confirm. */
+  suggested_pattern?: Record<string, string> | null;
 }
 
 /** `mcphost/permissionRequest` result. */
@@ -96,6 +116,34 @@ export interface PermissionResponse {
   decision: Answer;
   /** Ignored for deny. */
   remember?: Remember;
+  /** What the remembered allow covers (session or always only): one of the request's match_options. */
+  match?: GrantMatch;
+  /** match = pattern: argument name -> glob, as the person confirmed it (the call must match it). */
+  pattern?: Record<string, string> | null;
+}
+
+/** One call's answer in a `mcphost/permissionBatch` result. */
+export interface BatchAnswer extends PermissionResponse {
+  /** The id of the request in the batch this answers. */
+  id: string;
+  /** server:tool, exactly as the request names them: required to allow a destructive call in a batch. */
+  confirmed?: string | null;
+}
+
+/** `mcphost/permissionBatch` params: calls from one agent session that asked within a short window. */
+export interface PermissionBatch {
+  id: string;
+  session_id?: string | null;
+  client?: string | null;
+  /** Two or more, in the order they asked. */
+  requests: PermissionRequest[];
+  /** When the first of them stops waiting (RFC 3339, UTC). */
+  expires_at: string;
+}
+
+/** `mcphost/permissionBatch` result: a request left unanswered is denied. */
+export interface PermissionBatchResult {
+  answers: BatchAnswer[];
 }
 
 export interface UpstreamStatus {
@@ -168,6 +216,12 @@ export interface GrantInfo {
   granted_at: string;
   session_id?: string | null;
   approver?: string | null;
+  /** What the grant covers besides the tool (older daemons leave it out: the tool). */
+  match: GrantMatch;
+  /** match = pattern: argument name -> glob. */
+  pattern?: Record<string, string> | null;
+  /** match = arguments: the start of the (redacted) arguments it was given for. */
+  arguments_preview?: string | null;
 }
 
 /** `mcphost/grants` result. */
@@ -203,6 +257,10 @@ export interface Decision {
   wait_ms?: number | null;
   remember?: string | null;
   approver?: string | null;
+  /** What a remembered allow covers besides its tool: arguments | pattern (else absent). */
+  match?: string | null;
+  /** The batch prompt the person answered, when it was one. */
+  batch?: string | null;
 }
 
 export interface ErrorInfo {
@@ -278,13 +336,38 @@ export const FIELDS = {
     remember_options: 'required',
     session_id: 'optional',
     client: 'optional',
+    rule: 'optional',
+    rule_reason: 'optional',
+    match_options: 'required',
+    suggested_pattern: 'optional',
   } satisfies Presence<PermissionRequest>,
   PromptIntent: {
     operation_type: 'required',
     data_sensitivity: 'optional',
     reason: 'optional',
   } satisfies Presence<PromptIntent>,
-  PermissionResponse: { decision: 'required', remember: 'optional' } satisfies Presence<PermissionResponse>,
+  PermissionResponse: {
+    decision: 'required',
+    remember: 'optional',
+    match: 'optional',
+    pattern: 'optional',
+  } satisfies Presence<PermissionResponse>,
+  BatchAnswer: {
+    id: 'required',
+    decision: 'required',
+    remember: 'optional',
+    match: 'optional',
+    pattern: 'optional',
+    confirmed: 'optional',
+  } satisfies Presence<BatchAnswer>,
+  PermissionBatch: {
+    id: 'required',
+    session_id: 'optional',
+    client: 'optional',
+    requests: 'required',
+    expires_at: 'required',
+  } satisfies Presence<PermissionBatch>,
+  PermissionBatchResult: { answers: 'required' } satisfies Presence<PermissionBatchResult>,
   StatusPayload: {
     version: 'required',
     protocol: 'required',
@@ -341,6 +424,9 @@ export const FIELDS = {
     granted_at: 'required',
     session_id: 'optional',
     approver: 'optional',
+    match: 'required',
+    pattern: 'optional',
+    arguments_preview: 'optional',
   } satisfies Presence<GrantInfo>,
   GrantsResult: { grants: 'required' } satisfies Presence<GrantsResult>,
   RevokeGrantsParams: { ids: 'optional', tool: 'optional', all: 'optional' } satisfies Presence<RevokeGrantsParams>,
@@ -378,6 +464,8 @@ export const FIELDS = {
     wait_ms: 'optional',
     remember: 'optional',
     approver: 'optional',
+    match: 'optional',
+    batch: 'optional',
   } satisfies Presence<Decision>,
   ErrorInfo: { code: 'required', message: 'required' } satisfies Presence<ErrorInfo>,
   RecordIntent: {
@@ -401,6 +489,7 @@ export const ENUMS: Record<string, readonly string[]> = {
   'PermissionRequest.action': ACTIONS,
   Remember: REMEMBER,
   Answer: ANSWERS,
+  GrantMatch: MATCHES,
   'EditorInfo.transport': ['stdio', 'socket'],
   'GrantInfo.scope': ['session', 'always'],
 };
@@ -420,6 +509,16 @@ export function isPermissionRequest(value: unknown): value is PermissionRequest 
     typeof value.tool === 'string' &&
     typeof value.variant === 'string' &&
     isObject(value.intent)
+  );
+}
+
+export function isPermissionBatch(value: unknown): value is PermissionBatch {
+  return (
+    isObject(value) &&
+    typeof value.id === 'string' &&
+    Array.isArray(value.requests) &&
+    value.requests.length > 0 &&
+    value.requests.every(isPermissionRequest)
   );
 }
 

@@ -7,7 +7,7 @@
  */
 
 import type { ActivityRecord, PendingPrompt, PermissionRequest } from './protocol';
-import { agentName, plain } from './prompts';
+import { agentName, plain, ruleText } from './prompts';
 
 export const INTENTS = ['read', 'write', 'destructive'] as const;
 export type Intent = (typeof INTENTS)[number];
@@ -143,7 +143,10 @@ function decisionText(record: ActivityRecord): string {
   }
   const by = plain(decision.by, 40).replace(/_/g, ' ');
   const remember = decision.remember ? `, ${plain(decision.remember, 20)}` : '';
-  return `${plain(decision.outcome, 20)} by ${by}${remember}`;
+  // A remembered allow narrowed to exact arguments or a pattern, and an answer given to a batch of calls.
+  const match = decision.match ? ` (${plain(decision.match, 20)})` : '';
+  const batch = decision.batch ? ', in a batch' : '';
+  return `${plain(decision.outcome, 20)} by ${by}${remember}${match}${batch}`;
 }
 
 function eventLabel(record: ActivityRecord): string {
@@ -173,6 +176,10 @@ export function formatWaiting(prompt: PendingPrompt, request: PermissionRequest 
   const lines = [`${name} (${plain(prompt.variant, 40)})`, `waiting for an answer, until ${plain(prompt.expires_at, 40)}`];
   if (request) {
     lines.push(`asked by: ${agentName(request)}`);
+    const rule = ruleText(request);
+    if (rule) {
+      lines.push(rule);
+    }
     if (request.intent?.reason) {
       lines.push(`reason (agent's words): ${plain(request.intent.reason, 300)}`);
     }

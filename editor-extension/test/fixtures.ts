@@ -18,6 +18,7 @@ export function request(overrides: Partial<PermissionRequest> = {}): PermissionR
     remember_options: ['once', 'session', 'always'],
     session_id: 's-1',
     client: 'test-agent',
+    match_options: [],
     ...overrides,
   };
 }

@@ -8,9 +8,13 @@ import {
   annotationsText,
   answerFor,
   buildPrompt,
+  matchChoices,
+  patternArguments,
   plain,
   promptKind,
   rememberChoices,
+  ruleText,
+  scopeOffered,
   secondsLeft,
   typingPause,
 } from '../src/prompts';
@@ -222,5 +226,87 @@ describe('expiry', () => {
     assert.equal(secondsLeft('2029-01-01T00:00:00.000Z', NOW), 0);
     assert.equal(secondsLeft('soon', NOW), undefined);
     assert.match(buildPrompt(request({ expires_at: '2030-01-01T00:00:45.000Z' }), NOW).message, /Waits 45 s for an answer\.$/);
+  });
+});
+
+describe('the rule that asked', () => {
+  it('is named with its reason on the notification, right after who asks', () => {
+    const spec = buildPrompt(request({ rule: 'rules[2]', rule_reason: 'edits outside the workspace' }), NOW);
+    assert.equal(spec.lines[1], 'Asked by rules[2]: edits outside the workspace.');
+    const plainRule = buildPrompt(request({ rule: 'permissions.write', rule_reason: null }), NOW);
+    assert.equal(plainRule.lines[1], 'Asked by permissions.write.');
+    assert.ok(!buildPrompt(request(), NOW).lines.some((line) => line.startsWith('Asked by')));
+  });
+
+  it('is named with its reason in the modal', () => {
+    const spec = buildPrompt(destructive({ rule: 'permissions.destructive', rule_reason: 'Deletes cannot be undone.' }), NOW);
+    assert.match(spec.detail ?? '', /^Asked by permissions\.destructive: Deletes cannot be undone\.$/m);
+  });
+
+  it("is plain, bounded text, and gives way after the agent's text on a long notification", () => {
+    const spec = buildPrompt(
+      request({ rule: 'rules[0]', rule_reason: 'see [x](command:evil)\u202e\nnext line' + 'r'.repeat(2000) }),
+      NOW,
+    );
+    const line = spec.lines.find((l) => l.startsWith('Asked by')) ?? '';
+    assert.ok(!line.includes(']('));
+    assert.ok(!line.includes('\u202e'));
+    assert.ok(line.length < 200, `${line.length}`);
+    assert.equal(ruleText({ rule: 'rules[0]', rule_reason: 'r'.repeat(1000) })?.length, 'Asked by rules[0]: '.length + 300 + 1);
+
+    const long = 'n'.repeat(500);
+    const crowded = buildPrompt(
+      request({
+        intent: { operation_type: 'write', reason: long.repeat(5) },
+        arguments: { a: long },
+        warnings: [long, long, long],
+        server: long,
+        tool: long,
+        client: long,
+        rule: long,
+        rule_reason: long,
+        match_options: ['tool', 'arguments', 'pattern'],
+      }),
+      NOW,
+    );
+    assert.ok(crowded.message.length <= NOTIFICATION_MAX, `message is ${crowded.message.length} characters`);
+    assert.match(crowded.message, /Closing this denies\. Waits 5 min for an answer\.$/);
+    assert.match(crowded.message, /Asked by n+…: n+…\./);
+  });
+});
+
+describe('remembered allows that can be narrowed', () => {
+  const scoped = request({ match_options: ['tool', 'arguments', 'pattern'], suggested_pattern: { title: 'buy *' } });
+
+  it('say that the scope question follows', () => {
+    const spec = buildPrompt(scoped, NOW);
+    assert.ok(
+      spec.lines.includes(
+        'Remembering asks what it covers next: any arguments, these exact arguments or a pattern.',
+      ),
+    );
+    assert.match(buildPrompt(destructive({ match_options: ['tool', 'arguments'] }), NOW).detail ?? '', /^Remembering asks what it covers next: any arguments or these exact arguments\.$/m);
+    // Only the tool (an older daemon, or nothing to narrow): no question, nothing said.
+    assert.ok(!buildPrompt(request({ match_options: ['tool'] }), NOW).message.includes('Remembering asks'));
+  });
+
+  it('offer a pattern only on string arguments the person sees whole', () => {
+    assert.deepEqual(matchChoices(scoped), ['tool', 'arguments', 'pattern']);
+    assert.deepEqual(matchChoices(request({ match_options: ['pattern', 'tool', 'bogus' as never] })), ['tool', 'pattern']);
+    assert.deepEqual(matchChoices(request({ match_options: undefined as never })), []);
+    const noStrings = request({ arguments: { n: 1, token: '[REDACTED]' }, match_options: ['tool', 'arguments', 'pattern'] });
+    assert.deepEqual(matchChoices(noStrings), ['tool', 'arguments']);
+    assert.deepEqual(patternArguments(noStrings), []);
+    const tooLarge = request({ arguments: null, arguments_preview: '{"a": "', match_options: ['tool', 'arguments', 'pattern'] });
+    assert.deepEqual(matchChoices(tooLarge), ['tool', 'arguments']);
+    assert.ok(scopeOffered(scoped));
+    assert.ok(!scopeOffered(request({ match_options: ['tool'] })));
+  });
+});
+
+describe('a call asked one by one from a batch', () => {
+  it('says where it stands', () => {
+    assert.equal(buildPrompt(request(), NOW, { index: 1, count: 3 }).lines[1], 'Call 2 of 3 that asked together, one by one.');
+    assert.match(buildPrompt(destructive(), NOW, { index: 0, count: 2 }).detail ?? '', /^Call 1 of 2 that asked together, one by one\.$/m);
   });
 });

@@ -72,6 +72,11 @@ describe('record formatting', () => {
     assert.equal(view.description, 'denied · 12.5 ms · destructive · 12:00:00');
     assert.match(view.tooltip, /^status: denied \(PERMISSION_DENIED\)$/m);
     assert.match(view.tooltip, /^decision: deny by editor$/m);
+    const narrowed = formatRecord(
+      record({ decision: { by: 'editor', action: 'ask', outcome: 'allow', at: 'x', remember: 'always', match: 'pattern', batch: 'b-1' } }),
+      NOW,
+    );
+    assert.match(narrowed.tooltip, /^decision: allow by editor, always \(pattern\), in a batch$/m);
     assert.match(view.tooltip, /^reason \(agent's words\): \[x\] \(http:\/\/e\.vil\)$/m);
   });
 
@@ -113,6 +118,8 @@ describe('waiting prompts', () => {
     assert.deepEqual(view.icon, WAITING_ICON);
     assert.match(view.tooltip, /^asked by: agent "test-agent"$/m);
     assert.match(view.tooltip, /^Click to show the prompt\.$/m);
+    const ruled = formatWaiting(prompt, request({ rule: 'rules[2]', rule_reason: 'edits outside the workspace' }), NOW);
+    assert.match(ruled.tooltip, /^Asked by rules\[2\]: edits outside the workspace\.$/m);
   });
 
   it('say where a prompt this editor does not hold is shown', () => {

@@ -93,14 +93,32 @@ describe('grants', () => {
         variant: 'call_tool_write',
         granted_at: '2030-01-01T00:00:00Z',
         approver: 'Visual Studio Code 1.139',
+        match: 'tool',
       },
       () => '00:00:00',
     );
     assert.deepEqual(text, {
       label: 'todo:add_task',
-      description: 'call_tool_write · always',
+      description: 'call_tool_write · always · any arguments',
       detail: 'granted 00:00:00 · by Visual Studio Code 1.139',
     });
+  });
+
+  it('say what each grant covers: any arguments, exactly some, or a pattern', () => {
+    const base = { id: 'g1', scope: 'session' as const, server: 'fs', tool: 'write', variant: 'call_tool_write', granted_at: 'x' };
+    const time = () => 't';
+    assert.equal(
+      grantItemText({ ...base, match: 'arguments', arguments_preview: '{"path": "/w/a.txt"}' }, time).description,
+      'call_tool_write · this session · exactly {"path": "/w/a.txt"}',
+    );
+    assert.equal(
+      grantItemText({ ...base, match: 'pattern', pattern: { path: '/w/src/*', mode: 'w' } }, time).description,
+      'call_tool_write · this session · arguments matching path="/w/src/*", mode="w"',
+    );
+    // An older daemon's grant (no match): any arguments, as it was.
+    assert.match(grantItemText({ ...base } as never, time).description, /· any arguments$/);
+    // Names from the agent or the server are never icons.
+    assert.match(grantItemText({ ...base, match: 'pattern', pattern: { p: '$(alert)*' } }, time).description, /\$\u200a\(alert\)/);
   });
 
   it('never render a server-chosen name as an icon', () => {
