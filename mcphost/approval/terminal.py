@@ -10,12 +10,14 @@ confirmation (the tool's name, or `yes`), never a single key.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import shlex
 import textwrap
 from datetime import UTC, datetime
 from typing import Any
 
-from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse, one_shot_client
+from mcphost.approval.prompt import Answer, GrantMatch, PermissionRequest, PermissionResponse, one_shot_client
 from mcphost.console import ASCII_ICONS, BOLD, DIM, GREEN, INTENT_ICONS, RED, REVERSE, YELLOW, Style, paint, safe
 from mcphost.policy import Remember
 
@@ -126,6 +128,9 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
         text = f"{warn} {_text(warning, style, WIDTH * 2)}"
         lines.append(_field("warning", paint(text, style, YELLOW, BOLD)))
     lines.append(_field("expires", _expiry(request.expires_at, now)))
+    narrow = _narrowing_hint(request, style)
+    if narrow:
+        lines.append(_field("narrow", narrow))
     if _session_withheld(request):
         lines.append(_field("remember", paint(ONE_SHOT_NOTE, style, DIM)))
     if destructive:
@@ -147,8 +152,14 @@ def question(request: PermissionRequest, style: Style) -> str:
 
 
 def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | str:
-    """The response a typed line means, or what to tell the person when it means nothing usable."""
-    words = line.strip().split()
+    """The response a typed line means, or what to tell the person when it means nothing usable. A remembered
+    allow may be narrowed after its scope: `a exact` (exactly these arguments) or `a path=/work/src/*` (arguments
+    matching globs, name=glob, as many as needed)."""
+    try:
+        # Quotes keep a glob with spaces in one piece: a text="draft: *"
+        words = shlex.split(line)
+    except ValueError:
+        return f"Not understood (a quote is not closed): {_expected(request)}"
     options = _options(request)
     offered = ", ".join(r.value for r in options)
     if not words:
@@ -165,20 +176,48 @@ def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | 
                     "to allow it, or deny."
                 )
             return f"Not understood: {_expected(request)}"
-        if len(words) > 2:
-            return f"Not understood: {_expected(request)}"
         scope = Remember.ONCE if len(words) == 1 else _SCOPE_WORDS.get(words[1].lower())
+        narrowing = words[2:]
     else:
-        if len(words) > 1:
-            return f"Not understood: {_expected(request)}"
         scope = Remember.ONCE if first in _ALLOW_ONCE_WORDS else _SCOPE_WORDS.get(first)
+        narrowing = words[1:]
     if scope is None:
         return f"Not understood: {_expected(request)}"
     if scope is Remember.SESSION and _session_withheld(request):
         return f"A session grant would end with this one-shot `mcphost call`: {_expected(request)}"
     if scope not in options:
         return f"This call cannot be remembered as '{scope.value}' (allowed here: {offered}). {_expected(request)}"
-    return PermissionResponse(decision=Answer.ALLOW, remember=scope)
+    if not narrowing:
+        return PermissionResponse(decision=Answer.ALLOW, remember=scope)
+    if scope is Remember.ONCE:
+        return f"Only a remembered allow is narrowed (session or always): {_expected(request)}"
+    return _narrowed(request, scope, narrowing)
+
+
+def _narrowed(request: PermissionRequest, scope: Remember, words: list[str]) -> PermissionResponse | str:
+    offered = set(request.match_options)
+    if len(words) == 1 and words[0].lower() in ("exact", "exactly"):
+        if GrantMatch.ARGUMENTS not in offered:
+            return "This call cannot be remembered for exact arguments (it has none to match)."
+        return PermissionResponse(decision=Answer.ALLOW, remember=scope, match=GrantMatch.ARGUMENTS)
+    if GrantMatch.PATTERN not in offered:
+        return "This call cannot be remembered for a pattern (it has no text argument to put a glob on)."
+    pattern: dict[str, str] = {}
+    for word in words:
+        name, sep, glob = word.partition("=")
+        if not sep or not name or not glob:
+            return f"Not understood: {safe(word, 80)}. Narrow with `exact`, or with name=glob pairs (path=/work/*)."
+        pattern[name] = glob
+    shown = request.arguments or {}
+    for name, glob in pattern.items():
+        # Against what the person was shown (redacted): the daemon checks the real values again.
+        value = shown.get(name)
+        if not isinstance(value, str) or not fnmatch.fnmatchcase(value, glob):
+            return (
+                f"{safe(name, 60)}={safe(glob, 200)} does not match this call's {safe(name, 60)}: a pattern must "
+                "cover the call it answers."
+            )
+    return PermissionResponse(decision=Answer.ALLOW, remember=scope, match=GrantMatch.PATTERN, pattern=pattern)
 
 
 def render_decision(request: PermissionRequest, response: PermissionResponse, style: Style) -> str:
@@ -225,6 +264,24 @@ def _options(request: PermissionRequest) -> list[Remember]:
     if one_shot(request):
         options = [r for r in options if r is not Remember.SESSION]
     return options or [Remember.ONCE]
+
+
+def _narrowing_hint(request: PermissionRequest, style: Style) -> str | None:
+    """How to narrow a remembered allow, when this call can be: after the scope, `exact` or name=glob pairs."""
+    offered = set(request.match_options)
+    if not offered - {GrantMatch.TOOL} or not any(r is not Remember.ONCE for r in _options(request)):
+        return None
+    ways = []
+    if GrantMatch.ARGUMENTS in offered:
+        ways.append("`exact` (these argument values only)")
+    if GrantMatch.PATTERN in offered:
+        example = " ".join(shlex.quote(f"{k}={v}") for k, v in (request.suggested_pattern or {}).items())
+        example = example or "name=glob"
+        ways.append(f"name=glob pairs ({_text(example, style, 80)})")
+    longest = _options(request)[-1]
+    scope = f"yes {longest.value}" if needs_typed_confirmation(request) else _LETTERS[longest]
+    example = "exact" if GrantMatch.ARGUMENTS in offered else "name=glob"
+    return f"a remembered allow covers any arguments; after the scope add {' or '.join(ways)}: `{scope} {example}`"
 
 
 def _expected(request: PermissionRequest) -> str:

@@ -190,6 +190,24 @@ async def test_always_is_persisted_and_listed_by_grants(sandbox: Sandbox) -> Non
     assert "state.toml" in {p.name for p in sandbox.data.iterdir()}
 
 
+async def test_always_narrowed_to_a_typed_pattern_covers_matching_calls_only(sandbox: Sandbox) -> None:
+    async with probe_daemon(sandbox) as d, approving(sandbox, "--once") as ap, http_agent(d.url, d.headers) as agent:
+        call = call_in_background(agent, "call_tool_write", {**WRITE, "args": {"text": "draft: one"}})
+        await ap.expect("Allow?")
+        assert "'text=draft: one'" in ap.output  # the suggestion, quoted to be typed as it is
+        await ap.type("a text=nothing*")  # does not cover this call: asked again, nothing sent
+        await ap.expect("does not match")
+        await ap.type('a "text=draft: *"')
+        assert not (await result_of(call)).is_error
+        # Nobody is attached now: the grant answers what it covers, and only that.
+        covered = await agent.call_tool("call_tool_write", {**WRITE, "args": {"text": "draft: two"}})
+        other = await agent.call_tool("call_tool_write", {**WRITE, "args": {"text": "final"}})
+    assert not covered.is_error, text_of(covered)
+    assert error_of(other)["code"] == "NO_APPROVER"
+    listed = mcphost(sandbox, "grants", "list")
+    assert "text=draft: *" in listed.stdout, listed.stdout
+
+
 async def test_deny_reaches_the_agent_naming_approve(sandbox: Sandbox) -> None:
     async with probe_daemon(sandbox) as d, approving(sandbox) as ap, http_agent(d.url, d.headers) as agent:
         call = call_in_background(agent, "call_tool_write", WRITE)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import Answer, GrantMatch, PermissionRequest, PermissionResponse
 from mcphost.approval.terminal import (
     is_destructive,
     needs_typed_confirmation,
@@ -264,3 +264,42 @@ def test_style_follows_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     assert detect_style(io.StringIO()) == Style(color=False, ascii_only=True)  # StringIO has no encoding
     monkeypatch.setenv("NO_COLOR", "1")
     assert detect_style(Tty()).color is False
+
+
+def test_a_remembered_allow_is_narrowed_in_the_answer_to_exact_arguments_or_a_pattern() -> None:
+    req = request(
+        arguments={"title": "Buy milk", "path": "/work/src/a.py"},
+        match_options=["tool", "arguments", "pattern"],
+        suggested_pattern={"path": "/work/src/*"},
+    )
+    text = render_prompt(req, PLAIN, now=NOW)
+    assert "narrow" in text and "path=/work/src/*" in text and "`a exact`" in text
+    assert parse_answer(req, "a exact") == PermissionResponse(
+        decision=Answer.ALLOW, remember=Remember.ALWAYS, match=GrantMatch.ARGUMENTS
+    )
+    assert parse_answer(req, "s path=/work/src/* title=Buy*") == PermissionResponse(
+        decision=Answer.ALLOW,
+        remember=Remember.SESSION,
+        match=GrantMatch.PATTERN,
+        pattern={"path": "/work/src/*", "title": "Buy*"},
+    )
+    # A pattern that would not cover the call it answers, an unknown word, a narrowed "once": refused with a reason.
+    for line, says in [
+        ("a path=/elsewhere/*", "does not match"),
+        ("a title=", "name=glob"),
+        ("a whatever", "name=glob"),
+        ("o exact", "Only a remembered allow"),
+    ]:
+        answer = parse_answer(req, line)
+        assert isinstance(answer, str) and says in answer, (line, answer)
+
+
+def test_a_destructive_call_is_narrowed_after_its_typed_confirmation_and_only_as_offered() -> None:
+    req = destructive(match_options=["tool", "arguments"], suggested_pattern=None)
+    assert parse_answer(req, "delete_task session exact") == PermissionResponse(
+        decision=Answer.ALLOW, remember=Remember.SESSION, match=GrantMatch.ARGUMENTS
+    )
+    refused = parse_answer(req, "yes session task_id=4*")
+    assert isinstance(refused, str) and "no text argument" in refused
+    assert "`yes session exact`" in render_prompt(req, PLAIN, now=NOW)
+    assert "narrow" not in render_prompt(request(match_options=["tool"]), PLAIN, now=NOW)
