@@ -205,26 +205,14 @@ class Rule:
             glob=tool,
         )
 
-    def matches(
-        self, call: RuleSubject, resolve: ResolvePath, seen: tuple[dict[Any, bool], dict[Any, bool]] | None = None
-    ) -> bool:
-        """This rule on its own, the reference semantics (`first_rule` goes through a RuleLookup instead). `seen`
-        carries glob results (tools, clients) from rule to rule within one call, keyed by pattern identity."""
+    def matches(self, call: RuleSubject, resolve: ResolvePath) -> bool:
+        """This rule on its own, the reference semantics (`first_rule` goes through a RuleLookup instead)."""
         if self.variants is not None and call.variant not in self.variants:
             return False
-        tools, clients = ({}, {}) if seen is None else seen
-        hit = tools.get(id(self.tool))
-        if hit is None:
-            hit = tools[id(self.tool)] = self.tool.match(call.qualified) is not None
-        if not hit:
+        if self.tool.match(call.qualified) is None:
             return False
-        client = self.client
-        if client is not None:
-            hit = clients.get(id(client))
-            if hit is None:
-                hit = clients[id(client)] = call.client is not None and client.match(call.client) is not None
-            if not hit:
-                return False
+        if self.client is not None and (call.client is None or self.client.match(call.client) is None):
+            return False
         arguments = call.arguments
         for name, condition in self.args:
             if name not in arguments or not condition.holds(arguments[name], resolve):

@@ -10,13 +10,13 @@ confirmation (the tool's name, or `yes`), never a single key.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import shlex
 import textwrap
 from datetime import UTC, datetime
 from typing import Any
 
+from mcphost.approval.grants import pattern_matches
 from mcphost.approval.prompt import Answer, GrantMatch, PermissionRequest, PermissionResponse, one_shot_client
 from mcphost.console import ASCII_ICONS, BOLD, DIM, GREEN, INTENT_ICONS, RED, REVERSE, YELLOW, Style, paint, safe
 from mcphost.policy import Remember
@@ -211,8 +211,7 @@ def _narrowed(request: PermissionRequest, scope: Remember, words: list[str]) -> 
     shown = request.arguments or {}
     for name, glob in pattern.items():
         # Against what the person was shown (redacted): the daemon checks the real values again.
-        value = shown.get(name)
-        if not isinstance(value, str) or not fnmatch.fnmatchcase(value, glob):
+        if not pattern_matches({name: glob}, shown):
             return (
                 f"{safe(name, 60)}={safe(glob, 200)} does not match this call's {safe(name, 60)}: a pattern must "
                 "cover the call it answers."
