@@ -8,6 +8,8 @@ import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DIGITS = {c: i for i, c in enumerate(_CROCKFORD)}
+_PAIRS = tuple(high + low for high in _CROCKFORD for low in _CROCKFORD)  # 10 bits -> two characters
+_SHIFTS = tuple(range(120, -1, -10))  # 26 characters: the top pair holds the 128-bit value's highest 8 bits
 
 _last_id = [0, 0]  # (ms, random part) of this process's last id
 _id_lock = threading.Lock()
@@ -28,11 +30,8 @@ def new_record_id(now_ms: int | None = None) -> str:
         if now_ms is None:
             _last_id[0], _last_id[1] = ms, rand
     value = (ms << 80) | rand
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    # Ten bits (two characters) at a time: 13 steps instead of 26 on every record's id.
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def id_time_ms(record_id: str) -> int | None:

@@ -438,13 +438,34 @@ def _valid(text: str) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
+# Most strings of a record repeat from call to call (a tool's name, a session, an intent, a short argument): their
+# clean text is kept, so each record pays for the regex passes only on what is new. Short strings only, and a
+# bounded count, so the memo stays small however many distinct strings pass.
+_CLEAN_MEMO_MAX_CHARS = 256
+_CLEAN_MEMO_ENTRIES = 4096
+_clean_memo: dict[str, str] = {}
+
+
+def _clean(text: str) -> str:
+    """`text` as valid Unicode with credentials redacted (what every string of a record becomes)."""
+    found = _clean_memo.get(text)
+    if found is not None:
+        return found
+    clean = redact_text(_valid(text))
+    if len(text) <= _CLEAN_MEMO_MAX_CHARS:
+        if len(_clean_memo) >= _CLEAN_MEMO_ENTRIES:
+            _clean_memo.clear()
+        _clean_memo[text] = clean
+    return clean
+
+
 def _scrub(value: Any, extra: frozenset[str]) -> Any:
     if isinstance(value, str):
-        return redact_text(_valid(value))
+        return _clean(value)
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            key = redact_text(_valid(k)) if isinstance(k, str) else str(k)
+            key = _clean(k) if isinstance(k, str) else str(k)
             if key in out:  # two secrets as keys redact alike: keep both values
                 key = f"{key}#{sum(1 for existing in out if existing.startswith(key))}"
             if isinstance(k, str) and v is not None and not isinstance(v, bool) and _is_secret(k, extra):
@@ -456,7 +477,7 @@ def _scrub(value: Any, extra: frozenset[str]) -> Any:
         return [_scrub(v, extra) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
-    return redact_text(_valid(str(value)))
+    return _clean(str(value))
 
 
 def scrub(value: Any, extra_keys: Iterable[str] = ()) -> Any:

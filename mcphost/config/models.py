@@ -76,6 +76,11 @@ class PermissionsConfig(StrictModel):
     )
 
     def to_policy(self) -> Policy:
+        return self.policy
+
+    @functools.cached_property
+    def policy(self) -> Policy:
+        # Made once per loaded config (the model is frozen), not once per call.
         # By name: a key the policy does not have (or lacks) is a TypeError here, never a silent shift.
         return Policy(**{name: getattr(self, name) for name in type(self).model_fields})
 

@@ -39,7 +39,7 @@ from pydantic import ValidationError
 
 from mcphost import discovery
 from mcphost.pipes import MAX_LINE
-from mcphost.serve.stdio import id_key, serve_stdio, valid_id
+from mcphost.serve.stdio import Send, id_key, serve_stdio, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,12 @@ class _Relay:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     raw: dict[str, bytes] = field(default_factory=dict)  # tool calls' JSON as the agent sent them, by request id
     _drained: anyio.Event | None = None  # while the agent, done, waits for its answers: set once none is left
+    # The agent's stdout, written in order by whoever calls it (stdio's own writer for pipes; None for a file or a
+    # tty, where the SDK's transport serves and everything goes through `to_agent`).
+    send: Send | None = None
+    # The daemon's socket, while a backend serves: a tool call that finds nothing queued before it is written there
+    # at once, without waking the backend's task (one task switch per call less on the busiest path).
+    forward: Callable[[bytes], bool] | None = None
 
     # ---- from the agent
 
@@ -122,10 +128,16 @@ class _Relay:
         if "id" in line and not valid_id(request_id):
             return False  # stdio answers it (a notification model would take it and drop the id)
         if method == "tools/call" and "id" in line:
-            message: Message = types.JSONRPCRequest.model_construct(
+            request = types.JSONRPCRequest.model_construct(
                 jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
             )
-            self.raw[id_key(request_id)] = orjson.dumps(line) + b"\n"
+            raw = orjson.dumps(line) + b"\n"
+            # Straight to the daemon only when nothing is queued: what the agent sent earlier goes first.
+            if not self.queue and self.forward is not None and self.forward(raw):
+                self.in_flight[id_key(request_id)] = request
+                return True
+            message: Message = request
+            self.raw[id_key(request_id)] = raw
         else:
             try:
                 message = types.jsonrpc_message_adapter.validate_python(line, by_name=False)
@@ -200,7 +212,10 @@ class _Relay:
             if request is not None and request.method == "initialize" and isinstance(message, types.JSONRPCResponse):
                 self.handshake = request
         try:
-            await self.to_agent.send(SessionMessage(message))
+            if self.send is not None:
+                await self.send(message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n")
+            else:
+                await self.to_agent.send(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("the agent is gone; dropped %s", type(message).__name__)
         # After the send: a session waiting for its last answer ends as soon as this is set.
@@ -221,7 +236,10 @@ class _Relay:
         del self.in_flight[key]
         self.raw.pop(key, None)
         try:
-            await self.to_agent.send(line)
+            if self.send is not None:
+                await self.send(line)
+            else:
+                await self.to_agent.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             logger.debug("the agent is gone; dropped an answer")
         self._settle()
@@ -304,10 +322,15 @@ class _DaemonBackend:
                 tg.start_soon(self._read, reader)
                 if self.relay.handshake is not None:
                     await self._replay(writer, self.relay.handshake)
-                while self.lost is None and (message := await self.relay.take()) is not None:
-                    if not await self._write(writer, message):
-                        self.relay.requeue(message)
-                        break
+                # Only after the replay: a call must not reach the daemon before the session's handshake.
+                self.relay.forward = lambda line: self._forward_now(writer, line)
+                try:
+                    while self.lost is None and (message := await self.relay.take()) is not None:
+                        if not await self._write(writer, message):
+                            self.relay.requeue(message)
+                            break
+                finally:
+                    self.relay.forward = None
                 if self.lost is None:
                     await self.relay.answered()
                 # The agent is done and answered (or the daemon is lost): nobody is left to read what still comes.
@@ -332,6 +355,15 @@ class _DaemonBackend:
         except ConnectionError as exc:
             self._lose(await self._ended(f"the connection broke ({type(exc).__name__})"))
             return False
+        return True
+
+    def _forward_now(self, writer: asyncio.StreamWriter, line: bytes) -> bool:
+        """Write `line` to the daemon now, if this backend still serves. A connection that breaks after this is
+        seen by the reader; the call is then in flight and answered with the daemon's death, as one written by
+        the loop would be."""
+        if self.lost is not None or writer.transport.is_closing():
+            return False
+        writer.write(line)
         return True
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
@@ -499,12 +531,14 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
     """Serve the agent on stdio through `first`, then whatever serves `config_path` when it goes away; `stop` ends
     the session as the agent closing its input does."""
     session: _Relay | None = None
+    sends: list[Send] = []
 
-    def shortcut(_send: Any) -> Any:
+    def shortcut(send: Send) -> Any:
+        sends.append(send)
         return _Taker(lambda line: session is not None and session.take_line(line))
 
     async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
-        session = _Relay(to_agent, config_path, stop)
+        session = _Relay(to_agent, config_path, stop, send=sends[0] if sends else None)
         tg.start_soon(session.read_agent, from_agent)
         await _run(session, first, open_local)
         tg.cancel_scope.cancel()

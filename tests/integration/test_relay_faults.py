@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcphost import discovery
 from tests.editor_client import allow, editor
-from tests.helpers import Daemon, RawAgent, Sandbox, agent, daemon, error_of, raw_agent, text_of
+from tests.helpers import Daemon, RawAgent, Sandbox, agent, daemon, error_of, raw_agent, text_of, tools_call
 
 ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
 READ = {"operation_type": "read"}
@@ -246,3 +246,37 @@ async def test_sigterm_ends_a_relay_at_once_and_leaves_its_daemon_serving(sandbo
         async with agent(sandbox) as client:
             assert not (await client.call_tool("call_tool_read", {"name": "probe:read_notes", "intent": READ})).is_error
     assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def test_a_burst_of_calls_and_listings_through_a_relay_gets_each_answer_once(sandbox: Sandbox) -> None:
+    # Tool calls go to the daemon's socket at once while nothing is queued before them; anything else waits its turn
+    # in the relay's queue. Written without waiting for answers, the two must neither lose, repeat nor swap one.
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    async with daemon(sandbox), raw_agent(sandbox) as raw:
+        await raw.initialize()
+        sent: list[Any] = []
+        for n in range(40):
+            if n % 7 == 3:
+                await raw.send({"jsonrpc": "2.0", "id": f"list-{n}", "method": "tools/list"})
+                sent.append(f"list-{n}")
+            else:
+                arguments = {"name": "probe:read_notes", "args": {"text": f"call {n}"}, "intent": READ}
+                await raw.send(tools_call(n, "call_tool_read", arguments))
+                sent.append(n)
+        answers: dict[Any, dict[str, Any]] = {}
+        with anyio.fail_after(60):
+            while len(answers) < len(sent):
+                message = await raw.receive()
+                if "method" in message:
+                    continue
+                assert message["id"] not in answers, f"answered twice: {message}"
+                answers[message["id"]] = message
+    assert set(answers) == set(sent)
+    for request_id, answer in answers.items():
+        if isinstance(request_id, int):
+            assert answer["result"]["content"][0]["text"] == f"read_notes: call {request_id}", answer
+        else:
+            assert "call_tool_read" in {tool["name"] for tool in answer["result"]["tools"]}, answer
+    texts = sorted(record["arguments"]["text"] for record in sandbox.tool_calls())
+    assert texts == sorted(f"call {n}" for n in sent if isinstance(n, int))
+    assert "relaying to the daemon" in raw.stderr, raw.stderr

@@ -266,3 +266,22 @@ def test_the_prefilter_needle_skips_look_alikes_but_keeps_every_match() -> None:
     look_alike["metadata"]["annotations"] = {"destructiveHint": False}
     assert needle not in json.dumps(look_alike).encode()
     assert RecordFilter(tool="add_task").needle() == b'"add_task"'
+
+
+def test_record_ids_are_crockford_ulids_that_carry_their_time_and_sort_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcphost.activity import ids
+
+    def reference(value: int) -> str:  # the ULID spec's way: one character per 5 bits, most significant first
+        return "".join(ids._CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+    when = 1_763_900_000_123
+    for random_part in (bytes(10), b"\xff" * 10, bytes(range(1, 11)), b"\x80" + bytes(9)):
+        monkeypatch.setattr(ids.os, "urandom", lambda n, part=random_part: part[:n])
+        made = ids.new_record_id(when)
+        assert made == reference((when << 80) | int.from_bytes(random_part, "big"))
+        assert ids.id_time_ms(made) == when
+    monkeypatch.undo()
+    live = [new_record_id() for _ in range(200)]
+    assert live == sorted(live) and len(set(live)) == len(live)

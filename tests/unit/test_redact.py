@@ -558,3 +558,31 @@ def test_top_level_string_goes_through_redact_text() -> None:
 
 def test_tuples_are_redacted_like_lists() -> None:
     assert redact(("a", "AKIA" + "B" * 16)) == ("a", "[REDACTED:aws_access_key]")
+
+
+# ---------------------------------------------------------------------------------------------- the memo of clean text
+
+
+def test_a_string_seen_before_is_redacted_the_same_from_the_memo_and_a_lone_surrogate_still_replaced() -> None:
+    from mcphost.activity import redact as module
+
+    secret = f"see {fake_jwt()} here"
+    surrogate = "bad \udfff text"
+    first = module.scrub({"text": secret, "other": surrogate, secret: 1})
+    assert secret in module._clean_memo  # short strings are remembered...
+    again = module.scrub({"text": secret, "other": surrogate, secret: 1})
+    assert again == first  # ...and give the same clean text the second time
+    assert "[REDACTED" in first["text"] and "eyJ" not in json.dumps(first)
+    assert first["other"] == "bad \ufffd text"
+
+
+def test_the_memo_keeps_no_long_string_and_stays_bounded() -> None:
+    from mcphost.activity import redact as module
+
+    long = "x" * (module._CLEAN_MEMO_MAX_CHARS + 1)
+    module.scrub(long)
+    assert long not in module._clean_memo
+    for n in range(module._CLEAN_MEMO_ENTRIES + 10):
+        module.scrub(f"value {n}")
+    assert len(module._clean_memo) <= module._CLEAN_MEMO_ENTRIES
+    assert module.scrub(f"token={'a' * 30}") == "token=[REDACTED:assignment]"
