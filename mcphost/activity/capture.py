@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
 from mcphost.activity.redact import redact, redact_text
 
 PREVIEW_MARGIN = 16384
@@ -26,8 +28,13 @@ def capture_arguments(
     if max_bytes <= 0 or not args:
         return None, None
     cleaned = redact(dict(args), extra_keys)
+    try:
+        if len(orjson.dumps(cleaned, default=str)) <= max_bytes:
+            return cleaned, None
+    except (orjson.JSONEncodeError, TypeError):
+        pass  # what orjson refuses (a lone surrogate, an integer past 64 bits) is measured by Python's encoder
     text = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"), default=str)
-    if len(text.encode("utf-8")) <= max_bytes:
+    if len(text.encode("utf-8", "surrogatepass")) <= max_bytes:
         return cleaned, None
     return None, cut_utf8(text, max_bytes)
 

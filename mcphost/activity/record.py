@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 from mcphost.activity.ids import new_record_id as new_record_id  # re-exported: records are made here
-from mcphost.activity.redact import scrub
+from mcphost.activity.redact import left_alone, scrub
 
 
 def utc_now() -> str:
@@ -157,6 +160,20 @@ class ActivityRecord(_Open):
             payload = kept.safe_dict()
             payload["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
             return payload, _line(payload)
+
+    def encode_line(self) -> tuple[bytes, Callable[[], dict[str, Any]]]:
+        """`encode` for the writer: the line as UTF-8, and what makes the safe dict for whoever asks (editors, the
+        exporter). Made the short way when it can be: the model's own JSON, taken as it is when one scan of it
+        shows that redaction would change nothing (`left_alone`). Every call's record pays for this, and most hold
+        no secret."""
+        try:
+            line = self.__pydantic_serializer__.to_json(self, exclude_none=True)
+        except (PydanticSerializationError, RecursionError, ValueError):
+            line = b""  # a lone surrogate, too deep: the long way says what it kept
+        if line and left_alone(line):
+            return line + b"\n", functools.partial(self.model_dump, mode="json", exclude_none=True)
+        payload, text = self.encode()
+        return text.encode("utf-8"), lambda: payload
 
     def to_json_line(self) -> str:
         return self.encode()[1]

@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_key", "redact", "redact_text", "scrub", "valid_text"]
+__all__ = ["REDACTED", "is_secret_key", "left_alone", "redact", "redact_text", "scrub", "valid_text"]
 
 REDACTED = "[REDACTED]"
 
@@ -484,3 +484,36 @@ def scrub(value: Any, extra_keys: Iterable[str] = ()) -> Any:
     """Like `redact`, for a whole record or prompt: keys are redacted too, invalid Unicode is replaced, and anything
     that is not JSON (a path, an enum) becomes its text. The result always serializes as UTF-8 JSON."""
     return _scrub(value, _extra_set(extra_keys))
+
+
+# ---------------------------------------------------------------------------------------------- a whole line at once
+
+
+def _covering(needles: Iterable[str]) -> tuple[bytes, ...]:
+    """The fewest of `needles` such that every one of them holds one of these."""
+    kept: list[str] = []
+    for needle in sorted(set(needles), key=len):
+        if not any(core in needle for core in kept):
+            kept.append(needle)
+    return tuple(core.encode("ascii") for core in kept)
+
+
+# A plain `in` per needle: on a whole line, Python's regex alternation costs several times as much.
+_LINE_NEEDLES = _covering(n for _, ns, _ in _FORMATS for n in ns)
+_LINE_SECRET_WORDS = _covering(["key", "pass", "cred", *_SECRET_TERMS])
+_NOT_ALNUM_BYTES = bytes(c for c in range(256) if not (48 <= c <= 57 or 97 <= c <= 122 or 65 <= c <= 90))
+
+
+def left_alone(line: bytes) -> bool:
+    """Whether `scrub` (no extra keys) would leave every string and key of the JSON text `line` as it is, decided
+    by substring tests over the whole text (C loops) instead of a walk over its values; False means only "walk it".
+
+    Sound because every net of `scrub` needs ASCII that is in the text verbatim when nothing in it is escaped: a
+    format's needle in some string; an assignment's key, or a dict key, whose lowercase words hold a secret term,
+    which is then in the text once case and everything but letters and digits are dropped (words split only at
+    non-alphanumerics and case humps); invalid Unicode never gets this far (the encoder refuses it). An escape
+    (a backslash) could hide a separator between two words, so a text with one takes the walk."""
+    if b"\\" in line or any(needle in line for needle in _LINE_NEEDLES):
+        return False
+    words = line.lower().translate(None, _NOT_ALNUM_BYTES)
+    return not any(word in words for word in _LINE_SECRET_WORDS)

@@ -88,8 +88,7 @@ class ActivityLog:
     def append(self, record: ActivityRecord) -> int | None:
         """Hand one record to the OS. Returns its sequence number for `sync_through`, or None when the disk
         refused it (it is then kept in memory and written first once the disk accepts writes again)."""
-        payload, line = record.encode()
-        data = line.encode("utf-8")
+        data, safe_dict = record.encode_line()
         seq: int | None = None
         with self._lock:
             try:
@@ -104,11 +103,13 @@ class ActivityLog:
                 if self.last_error is not None:
                     print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
                     self.last_error = None
-        for listener in self._listeners:
-            try:
-                listener(payload)
-            except Exception:
-                logger.exception("activity listener failed")
+        if self._listeners:
+            payload = safe_dict()
+            for listener in self._listeners:
+                try:
+                    listener(payload)
+                except Exception:
+                    logger.exception("activity listener failed")
         return seq
 
     async def write(self, record: ActivityRecord, *, alone: bool = False) -> bool:

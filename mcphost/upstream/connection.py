@@ -234,8 +234,7 @@ class UpstreamServer:
         self._on_event = on_event or (lambda _kind, _details: None)
         self._closed = False
         self._in_flight = 0
-        self._idle = anyio.Event()
-        self._idle.set()
+        self._idle: anyio.Event | None = None  # made by `retire` when it must wait for calls in flight
 
     # ---- life cycle
 
@@ -342,8 +341,10 @@ class UpstreamServer:
     async def retire(self) -> None:
         """Close once the calls in flight are answered (a config change must not cut a call already under way);
         new calls already go to this server's successor."""
-        with anyio.move_on_after(self.config.call_timeout):
-            await self._idle.wait()
+        if self._in_flight:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(self.config.call_timeout):
+                await self._idle.wait()
         self.close()
 
     # ---- tools
@@ -484,12 +485,11 @@ class UpstreamServer:
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         client = self.require_client()
         self._in_flight += 1
-        self._idle = anyio.Event() if self._idle.is_set() else self._idle
         lane = self._lane
         try:
+            if lane is not None:
+                return await self._call_on_lane(lane, tool, arguments)
             with anyio.fail_after(self.config.call_timeout):
-                if lane is not None:
-                    return await self._call_on_lane(lane, tool, arguments)
                 return ToolResult.of(await client.call_tool(tool, arguments))
         except (UpstreamCallFailed, UpstreamUnavailable):
             raise
@@ -504,12 +504,14 @@ class UpstreamServer:
             raise UpstreamCallFailed(self.name, describe_exception(exc)) from exc
         finally:
             self._in_flight -= 1
-            if self._in_flight == 0:
+            if self._in_flight == 0 and self._idle is not None:
                 self._idle.set()
 
     async def _call_on_lane(self, lane: RawLane, tool: str, arguments: dict[str, Any]) -> ToolResult:
         try:
-            response = await lane.request("tools/call", {"name": tool, "arguments": arguments})
+            response = await lane.request(
+                "tools/call", {"name": tool, "arguments": arguments}, within=self.config.call_timeout
+            )
         except LaneClosed as exc:
             raise UpstreamCallFailed(self.name, f"the connection closed during the call ({exc})") from None
         if isinstance(response, MessageTooLarge):

@@ -195,6 +195,15 @@ class LaneClosed(Exception):
     """The server's connection ended with lane requests unanswered."""
 
 
+class LaneTimeout(TimeoutError):
+    """No answer within the time the request was given."""
+
+
+def _expire(answer: asyncio.Future[Any]) -> None:
+    if not answer.done():
+        answer.set_exception(LaneTimeout())
+
+
 RAW_ID_PREFIX = "mcphost-raw-"
 _RAW_ID_NEEDLE = b'"' + RAW_ID_PREFIX.encode()
 
@@ -218,32 +227,45 @@ class RawLane:
         # The `_meta` every request carries on a 2026-era connection (set once the connection knows its revision).
         self.envelope: dict[str, Any] | None = None
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | MessageTooLarge:
+    async def request(
+        self, method: str, params: dict[str, Any], within: float | None = None
+    ) -> dict[str, Any] | MessageTooLarge:
         """The server's JSON-RPC response to `method` (a dict with "result" or "error"), or the MessageTooLarge
-        that stood in for it. Cancelled, it tells the server (notifications/cancelled) as the SDK does."""
+        that stood in for it. Cancelled, or unanswered `within` that many seconds (LaneTimeout), it tells the server
+        (notifications/cancelled) as the SDK does. The time limit is a timer on the answer, not a cancel scope: a
+        call pays for one timer, and waits under a scope only for a server that stops reading its input."""
         if self._closed is not None:
             raise LaneClosed(self._closed)
         request_id = f"{RAW_ID_PREFIX}{next(self._ids)}"
         if self.envelope is not None:
             params = {**params, "_meta": self.envelope}
-        answer: asyncio.Future[dict[str, Any] | MessageTooLarge] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any] | MessageTooLarge] = loop.create_future()
         self._pending[request_id] = answer
+        timer = loop.call_later(within, _expire, answer) if within is not None else None
         try:
             self._stdin.write(
                 orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + b"\n"
             )
-            await self._stdin.drain()
+            transport = self._stdin.transport
+            if timer is not None and transport.get_write_buffer_size() and not transport.is_closing():
+                with anyio.fail_after(max(0.0, timer.when() - loop.time())):
+                    await self._stdin.drain()
+            else:
+                await self._stdin.drain()
             return await answer
         except (ConnectionError, BrokenPipeError) as exc:
             raise LaneClosed(f"the server stopped reading its input ({type(exc).__name__})") from None
-        except BaseException:
-            if not answer.done() and self._closed is None:
+        except BaseException as exc:
+            if self._closed is None and (not answer.done() or isinstance(exc, LaneTimeout)):
                 notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
                 with suppress(Exception):
                     self._stdin.write(orjson.dumps(notice) + b"\n")
             raise
         finally:
             self._pending.pop(request_id, None)
+            if timer is not None:
+                timer.cancel()
 
     def take(self, line: bytes) -> bool:
         """Whether `line` answers a lane request (then it is delivered here, not to the session)."""

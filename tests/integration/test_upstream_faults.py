@@ -67,7 +67,7 @@ async def test_malformed_tools_are_dropped_with_a_reason_and_the_others_are_serv
     caplog.set_level(logging.WARNING, logger="mcphost.upstream")
     async with running(hostile.config()) as server:
         assert server.state is State.CONNECTED, server.last_error
-        assert set(server.tools) == {"echo", "big", "block", "shout", "spawn", "shifty"}
+        assert set(server.tools) == {"echo", "big", "block", "slow", "shout", "spawn", "shifty"}
         assert server.tools["echo"].description == "Echo text back"  # the first of the two echo tools
         dropped = dict(server.dropped_tools)
         assert "inputSchema" in dropped["schema_not_object"]
@@ -102,7 +102,7 @@ async def test_status_names_the_dropped_tools_and_why(hostile: Hostile) -> None:
         manager.apply({"hostile": hostile.config()})
         await manager.wait_ready(20)
         [status] = [s.to_dict() for s in manager.statuses()]
-    assert status["state"] == "connected" and status["tools"] == 6
+    assert status["state"] == "connected" and status["tools"] == 7
     assert {"name": "has:colon", "reason": "the name contains ':', which separates server and tool in mcphost"} in (
         status["dropped_tools"]
     )
@@ -110,7 +110,24 @@ async def test_status_names_the_dropped_tools_and_why(hostile: Hostile) -> None:
     assert len(connected["dropped_tools"]) == 6
 
 
-# ---- 2. answer size
+# ---- 2. answer time
+
+
+async def test_a_call_unanswered_within_call_timeout_fails_saying_so_and_the_server_is_told_and_stays(
+    hostile: Hostile,
+) -> None:
+    async with running(hostile.config(call_timeout=0.3)) as server:
+        with anyio.fail_after(5):
+            with pytest.raises(UpstreamCallFailed, match=r"no answer within call_timeout \(0.3s\)"):
+                await server.call_tool("slow", {"seconds": 1.5})
+        # Once it wakes, the server reads that the call was given up, and its late answer goes nowhere.
+        await poll(lambda: hostile.requests("notifications/cancelled") == 1, 10, "the cancellation reaching it")
+        result = await server.call_tool("echo", {"text": "next"})
+        assert text(result) == "next"
+        assert server.state is State.CONNECTED
+
+
+# ---- 3. answer size
 
 
 @pytest.mark.parametrize("result_first", [False, True], ids=["id-first", "result-first"])
@@ -137,7 +154,7 @@ async def test_a_20_mb_answer_is_refused_promptly_under_the_default_limit(hostil
     assert refused.value.limit == 10 * 1024 * 1024
 
 
-# ---- 3. stderr
+# ---- 4. stderr
 
 
 async def test_a_stderr_flood_reaches_the_host_prefixed_escaped_cut_and_rate_limited(
@@ -158,7 +175,7 @@ async def test_a_stderr_flood_reaches_the_host_prefixed_escaped_cut_and_rate_lim
     assert len(shown) + dropped == 3001
 
 
-# ---- 4. no upstream outlives its host
+# ---- 5. no upstream outlives its host
 
 
 async def test_closing_the_connection_stops_the_server_and_its_process_group(hostile: Hostile) -> None:
@@ -303,7 +320,7 @@ async def test_an_upstream_busy_in_a_call_dies_with_the_daemon(
             tg.cancel_scope.cancel()
 
 
-# ---- 5. silent changes
+# ---- 6. silent changes
 
 
 async def test_fresh_tool_rereads_a_stale_list_and_reports_a_silent_annotation_change(hostile: Hostile) -> None:

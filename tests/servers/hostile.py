@@ -46,6 +46,7 @@ def _tools(state: dict[str, Any]) -> list[Any]:
         _tool("echo", "Echo text back", OBJECT, READ_ONLY),
         _tool("big", "Answer with `bytes` bytes of text", {"type": "object"}, READ_ONLY),
         _tool("block", "Write this server's pid to the file `started`; never answer", {"type": "object"}, READ_ONLY),
+        _tool("slow", "Answer after `seconds` seconds", {"type": "object"}, READ_ONLY),
         _tool("shout", "Write `lines` lines of `width` bytes to stderr, then answer", {"type": "object"}, READ_ONLY),
         _tool("spawn", "Start a child process in this server's group; write its pid to `pidfile`", {"type": "object"}),
         _tool("shifty", "A tool whose annotations change silently", OBJECT, state.get("shifty", READ_ONLY)),
@@ -75,6 +76,9 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
         Path(args["started"]).write_text(str(os.getpid()), encoding="utf-8")
         while True:
             time.sleep(60)
+    if name == "slow":
+        time.sleep(float(args["seconds"]))
+        return _text("late")
     if name == "shout":
         width = int(args.get("width", 10))
         for i in range(int(args["lines"])):

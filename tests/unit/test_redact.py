@@ -586,3 +586,64 @@ def test_the_memo_keeps_no_long_string_and_stays_bounded() -> None:
         module.scrub(f"value {n}")
     assert len(module._clean_memo) <= module._CLEAN_MEMO_ENTRIES
     assert module.scrub(f"token={'a' * 30}") == "token=[REDACTED:assignment]"
+
+
+# ---------------------------------------------------------------------------------------------- a whole line at once
+
+# What an agent or an upstream can put in a record: every fake credential, keys that name one however they are
+# spelled (words split by a space, a newline, a slash, case humps), look-alikes, and text no encoder takes as is.
+_HOSTILE = [
+    *(make() for make in FAKES.values()),
+    "password=hunter2",
+    "Authorization: Bearer abcDEF123456",
+    "https://bob:pa55word@example.com/x",
+    "api key",
+    "api\nkey",
+    "pass\tword",
+    "private/key",
+    "APIKey",
+    "db password",
+    "to\u212aen",  # a Kelvin sign lowercases to an ASCII k
+    "\u0130d_token",
+    "bad \udfff surrogate",
+    'quote " and \\ backslash',
+    "\x1b[31mred\x1b[0m",
+    "task-123 with sk-learn",
+    "mail bob@example.com",
+    "plain text",
+    "日本語のテキスト",
+]
+
+
+def _records(text: str) -> list[Any]:
+    from mcphost.activity.record import ActivityRecord, Decision, ErrorInfo, RecordIntent, RecordMetadata
+
+    return [
+        ActivityRecord(server=text, tool=text, client=text, session_id=text, warnings=[text]),
+        ActivityRecord(arguments={text: "value", "note": text, "deep": [{"x": text}]}),
+        ActivityRecord(arguments={"x": 1}, response_preview=text, arguments_preview=text),
+        ActivityRecord(error=ErrorInfo(code="UPSTREAM_ERROR", message=text), details={text: {text: [text]}}),
+        ActivityRecord(
+            metadata=RecordMetadata(intent=RecordIntent(operation_type="read", reason=text), annotations={text: True}),
+            decision=Decision(by="policy", action="allow", outcome="allow", reason=text, approver=text),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("text", _HOSTILE)
+def test_the_short_way_to_a_records_line_writes_exactly_what_the_walk_writes(text: str) -> None:
+    for record in _records(text):
+        line, safe_dict = record.encode_line()
+        payload, walked = record.encode()
+        assert line == walked.encode("utf-8")
+        assert safe_dict() == payload
+
+
+def test_a_record_without_secrets_takes_the_short_way_and_one_with_any_takes_the_walk() -> None:
+    from mcphost.activity.redact import left_alone
+
+    clean = json.dumps({"server": "probe", "arguments": {"text": "x", "n": [1, 2]}, "client": "bench 0"}).encode()
+    assert left_alone(clean)
+    for text in [*_HOSTILE[: len(FAKES)], "api key", "pass\tword", "private/key", "quote \\ here"]:
+        line = json.dumps({"arguments": {text: "v", "note": text}}, ensure_ascii=False).encode()
+        assert not left_alone(line), text
