@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -16,9 +16,19 @@ from pydantic_core import PydanticSerializationError
 from mcphost.activity.ids import new_record_id as new_record_id  # re-exported: records are made here
 from mcphost.activity.redact import left_alone, scrub
 
+_second: tuple[int, str] = (0, "")  # the last whole second formatted, and its text
+
 
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now as RFC 3339 in UTC with milliseconds ("2026-11-21T10:00:00.123Z"). Every record and decision takes one,
+    so a second's text is made once and only the milliseconds each time."""
+    global _second
+    now = time.time()
+    whole = int(now)
+    second = _second  # one read: another thread may replace it meanwhile
+    if second[0] != whole:
+        second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 class RecordType(StrEnum):

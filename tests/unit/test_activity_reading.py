@@ -285,3 +285,13 @@ def test_record_ids_are_crockford_ulids_that_carry_their_time_and_sort_in_order(
     monkeypatch.undo()
     live = [new_record_id() for _ in range(200)]
     assert live == sorted(live) and len(set(live)) == len(live)
+
+
+@pytest.mark.parametrize("now", [0.0, 1_763_900_000.0, 1_763_900_000.123456, 1_763_900_000.9999, 4_102_444_799.5])
+def test_record_times_are_utc_with_milliseconds_cut_not_rounded(monkeypatch: pytest.MonkeyPatch, now: float) -> None:
+    from mcphost.activity import record
+
+    monkeypatch.setattr(record.time, "time", lambda: now)
+    expected = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert record.utc_now() == expected
+    assert record.utc_now() == expected  # the second's text, now remembered, is the same
