@@ -319,7 +319,7 @@ class DirectCalls:
     def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Send], DirectCalls]:
         return lambda send: cls(gateway, session_id, send)
 
-    def take(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+    def take(self, message: dict[str, Any], line: bytes) -> Callable[[], Coroutine[Any, Any, None]] | bool:
         method = message.get("method")
         if method == "tools/call":
             return self._call(message)

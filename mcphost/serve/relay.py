@@ -83,6 +83,15 @@ class _Lost(Exception):
         self.gone = gone
 
 
+@dataclass(frozen=True, slots=True)
+class _CallInFlight:
+    """A tool call forwarded as the agent wrote it: all the relay needs of it until its answer is its id (to answer
+    it, should the daemon go away), so no model is made for it on the busiest path."""
+
+    id: Any
+    method: str = "tools/call"
+
+
 @dataclass
 class _Relay:
     """The agent's side of the session, which outlives any one backend: what waits to be sent, what is in flight,
@@ -92,7 +101,7 @@ class _Relay:
     config_path: Path
     stop: anyio.Event | None = None  # a signal: the session ends without waiting for answers
     queue: deque[Message] = field(default_factory=deque)
-    in_flight: dict[str, types.JSONRPCRequest] = field(default_factory=dict)
+    in_flight: dict[str, types.JSONRPCRequest | _CallInFlight] = field(default_factory=dict)
     handshake: types.JSONRPCRequest | None = None
     initialized: types.JSONRPCNotification | None = None
     agent_done: bool = False
@@ -120,23 +129,22 @@ class _Relay:
         self.agent_done = True
         self._arrived.set()
 
-    def take_line(self, line: dict[str, Any]) -> bool:
-        """Every message the agent sends, parsed, in the order sent. A tool call, the busiest message, keeps its
-        JSON and is not validated here (the daemon does that); anything else is validated as the SDK would, and
-        what is not valid goes on to stdio's own answers."""
+    def take_line(self, line: dict[str, Any], data: bytes) -> bool:
+        """Every message the agent sends, parsed (`line`, read from `data`), in the order sent. A tool call, the
+        busiest message, keeps its JSON as the agent wrote it and is not validated here (the daemon does that);
+        anything else is validated as the SDK would, and what is not valid goes on to stdio's own answers."""
         method, request_id = line.get("method"), line.get("id")
         if "id" in line and not valid_id(request_id):
             return False  # stdio answers it (a notification model would take it and drop the id)
         if method == "tools/call" and "id" in line:
-            request = types.JSONRPCRequest.model_construct(
-                jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
-            )
-            raw = orjson.dumps(line) + b"\n"
+            raw = data if data.endswith(b"\n") else data + b"\n"
             # Straight to the daemon only when nothing is queued: what the agent sent earlier goes first.
             if not self.queue and self.forward is not None and self.forward(raw):
-                self.in_flight[id_key(request_id)] = request
+                self.in_flight[id_key(request_id)] = _CallInFlight(request_id)
                 return True
-            message: Message = request
+            message: Message = types.JSONRPCRequest.model_construct(
+                jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
+            )
             self.raw[id_key(request_id)] = raw
         else:
             try:
@@ -209,7 +217,11 @@ class _Relay:
                 return
             request = self.in_flight.pop(key, None)
             self.raw.pop(key, None)
-            if request is not None and request.method == "initialize" and isinstance(message, types.JSONRPCResponse):
+            if (
+                isinstance(request, types.JSONRPCRequest)
+                and request.method == "initialize"
+                and isinstance(message, types.JSONRPCResponse)
+            ):
                 self.handshake = request
         try:
             if self.send is not None:
@@ -535,7 +547,7 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
 
     def shortcut(send: Send) -> Any:
         sends.append(send)
-        return _Taker(lambda line: session is not None and session.take_line(line))
+        return _Taker(lambda message, line: session is not None and session.take_line(message, line))
 
     async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
         session = _Relay(to_agent, config_path, stop, send=sends[0] if sends else None)
@@ -546,10 +558,10 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
 
 @dataclass(frozen=True)
 class _Taker:
-    take_line: Callable[[dict[str, Any]], bool]
+    take_line: Callable[[dict[str, Any], bytes], bool]
 
-    def take(self, message: dict[str, Any]) -> bool:
-        return self.take_line(message)
+    def take(self, message: dict[str, Any], line: bytes) -> bool:
+        return self.take_line(message, line)
 
 
 async def _run(session: _Relay, first: Target, open_local: LocalServer) -> None:

@@ -50,9 +50,9 @@ Send = Callable[[bytes], Awaitable[None]]
 class Shortcut(Protocol):
     """Takes some messages of a session before the SDK session sees them."""
 
-    def take(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+    def take(self, message: dict[str, Any], line: bytes) -> Callable[[], Coroutine[Any, Any, None]] | bool:
         """A job that answers the message (run as a task of the session), True for a message consumed with
-        nothing to run, False for one the SDK session gets."""
+        nothing to run, False for one the SDK session gets. `line` is the message as it was read."""
         ...
 
 
@@ -243,8 +243,10 @@ async def session_streams(
         reading.cancel()
 
     async def _pump_stdin() -> None:
-        # Leaving `calls` waits for the shortcut's calls; only then does `to_server` close (the session's end).
-        async with to_server, anyio.create_task_group() as calls:
+        # The shortcut's calls end (cut short, or answered with `answer_after_eof`) before `to_server` closes: the
+        # session's end.
+        calls = _Calls()
+        async with to_server, calls:
             while True:
                 read = await _read_line(reader)
                 if read is None:
@@ -253,11 +255,11 @@ async def session_streams(
                 if not line.strip():
                     continue
                 if taker is not None and not too_long and (message := shortcut_message(line)) is not None:
-                    taken = taker.take(message)
+                    taken = taker.take(message, line)
                     if taken is True:
                         continue
                     if taken is not False:
-                        calls.start_soon(taken)
+                        calls.start(taken)
                         continue
                 parsed = parse_line(line, too_long)
                 if isinstance(parsed, SessionMessage):
@@ -269,7 +271,7 @@ async def session_streams(
                     with contextlib.suppress(ConnectionError):
                         await writer.drain()
             if unanswered is None:
-                calls.cancel_scope.cancel()
+                calls.cancel()
             else:
                 await unanswered.wait()
 
@@ -301,6 +303,56 @@ async def session_streams(
             with anyio.move_on_after(5):
                 await writer_done.wait()
             tg.cancel_scope.cancel()
+
+
+class _Calls:
+    """The shortcut's calls, each an asyncio task inside an anyio cancel scope of its own. A call is cut short
+    through its scope, as a task group would, so the shielded write of its record still completes; a spawn costs
+    a task and a scope, a fraction of a task group's bookkeeping on every call. Leaving waits for every call; leaving
+    by an exception, or cancelled while waiting, cuts them short first."""
+
+    def __init__(self) -> None:
+        self._running: dict[asyncio.Task[None], anyio.CancelScope] = {}
+
+    def start(self, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        scope = anyio.CancelScope()
+        task = asyncio.get_running_loop().create_task(_scoped(job, scope))
+        self._running[task] = scope
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("a call failed outside its own handling", exc_info=exc)
+
+    def cancel(self) -> None:
+        for scope in self._running.values():
+            scope.cancel()
+
+    async def __aenter__(self) -> _Calls:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if exc_info[0] is not None:
+            self.cancel()
+        try:
+            await self._all_ended()
+        except BaseException:
+            # Cancelled while waiting (a signal, the host stopping): cut the calls short, and let them finish,
+            # records and all, before the cancellation goes on.
+            self.cancel()
+            with anyio.CancelScope(shield=True):
+                await self._all_ended()
+            raise
+
+    async def _all_ended(self) -> None:
+        while self._running:
+            await asyncio.wait(list(self._running))
+
+
+async def _scoped(job: Callable[[], Coroutine[Any, Any, None]], scope: anyio.CancelScope) -> None:
+    with scope:
+        await job()
 
 
 async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:
