@@ -1,0 +1,77 @@
+"""The shortcut's calls at the end of a session: cut short through their own cancel scopes, so what a call shields
+(the write of its record) always completes before the session ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+import pytest
+
+from mcphost.serve.stdio import _Calls
+
+
+def call(log: list[str], name: str, started: anyio.Event | None = None) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def job() -> None:
+        try:
+            if started is not None:
+                started.set()
+            await anyio.sleep(5)  # the upstream's answer, which comes only if the call is never cut short
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.01)  # the record's write, which must not be cut short in turn
+                log.append(f"{name} recorded")
+            raise
+
+    return job
+
+
+async def test_calls_cut_short_finish_their_shielded_record_before_the_session_ends() -> None:
+    log: list[str] = []
+    started = anyio.Event()
+    async with _Calls() as calls:
+        calls.start(call(log, "a", started))
+        calls.start(call(log, "b"))
+        await started.wait()
+        calls.cancel()
+    assert sorted(log) == ["a recorded", "b recorded"]
+
+
+async def test_a_session_cancelled_while_waiting_for_its_calls_cuts_them_short_and_still_waits() -> None:
+    log: list[str] = []
+    started = anyio.Event()
+    with anyio.CancelScope() as outer:
+        async with anyio.create_task_group() as tg:
+
+            async def session() -> None:
+                async with _Calls() as calls:
+                    calls.start(call(log, "a", started))
+                    await started.wait()
+                log.append("session left")  # never: the cancellation goes on once the calls ended
+
+            tg.start_soon(session)
+            await started.wait()
+            await anyio.sleep(0.01)  # the session now waits for its call, as at the end of the agent's input
+            outer.cancel()
+    assert outer.cancelled_caught
+    assert log == ["a recorded"]
+
+
+async def test_a_call_that_fails_outside_its_own_handling_is_logged_and_the_others_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    done: list[str] = []
+
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    async def fine() -> None:
+        await anyio.sleep(0.01)
+        done.append("fine")
+
+    async with _Calls() as calls:
+        calls.start(broken)
+        calls.start(fine)
+    assert done == ["fine"]
+    assert "a bug" in caplog.text
