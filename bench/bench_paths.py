@@ -11,7 +11,7 @@ The upstream is tests/servers/probe.py (tool `read_notes {"text": "x"}`). The pa
 
 Through mcphost the call is `call_tool_read {"name": "probe:read_notes", ...}` with `read = "allow"` and the activity
 log on with fsync. The client is a plain JSON-RPC client written here with the standard library alone
-(newline-delimited JSON on a subprocess's pipes; `http.client` with keep-alive, JSON or SSE answers, the
+(newline-delimited JSON on a subprocess's pipes; HTTP/1.1 on a kept-alive socket, JSON or SSE answers, the
 `mcp-session-id` header), so what is timed is the path, not a client SDK. `--sdk` adds the same paths driven by the
 official MCP SDK client. The peers are installed on first use into `$MCPHOST_BENCH_CACHE` (default
 ~/.cache/mcphost-bench), outside the repository; a peer that cannot be installed or started is reported as
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import ipaddress
 import json
 import os
@@ -238,6 +237,89 @@ class StdioRpc(Rpc):
         self._out.close()
 
 
+class HttpResponse:
+    """A response on an `HttpConnection`: the status, the headers (names in lower case), then the body, which must
+    be read (`read`, or `chunks` as it arrives: an event stream is routed event by event) before the next request."""
+
+    __slots__ = ("_chunks", "headers", "status")
+
+    def __init__(self, status: int, headers: dict[str, str], chunks: Iterator[bytes]) -> None:
+        self.status, self.headers, self._chunks = status, headers, chunks
+
+    def chunks(self) -> Iterator[bytes]:
+        return self._chunks
+
+    def read(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+class HttpConnection:
+    """HTTP/1.1 on one kept-alive socket, written for the benchmark: a request is one `sendall`, the answer is
+    read through a buffered reader, whole (Content-Length, chunked, or up to the close). `http.client` parses its
+    headers with the email package and took 0.19 ms of client CPU a call more than this on the bench machine: the
+    HTTP rows would have timed the client. The stdio client is as plain (a line written, a line read)."""
+
+    MAX_LINE = 65536
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self._sock: socket.socket | None = None
+        self._file: IO[bytes] | None = None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = self._file = None
+
+    def request(self, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> HttpResponse:
+        if self._sock is None:
+            self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._file = self._sock.makefile("rb")
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", f"Content-Length: {len(body)}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self._sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        assert self._file is not None
+        status_line = self._line()
+        if not status_line:
+            self.close()
+            raise ConnectionResetError("the server closed the connection")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
+            raise BenchFailure(f"not an HTTP status line: {status_line[:200]!r}")
+        received: dict[str, str] = {}
+        while (line := self._line()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            received[name.strip().lower()] = value.strip()
+        return HttpResponse(int(parts[1]), received, self._body(received))
+
+    def _body(self, received: dict[str, str]) -> Iterator[bytes]:
+        assert self._file is not None
+        if "content-length" in received:
+            yield self._file.read(int(received["content-length"]))
+        elif received.get("transfer-encoding", "").lower() == "chunked":
+            while size := int(self._line().split(b";", 1)[0], 16):
+                yield self._file.read(size)
+                self._line()
+            while self._line() not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+        else:
+            yield self._file.read()
+            self.close()
+            return
+        if received.get("connection", "").lower() == "close":
+            self.close()
+
+    def _line(self) -> bytes:
+        assert self._file is not None
+        line = self._file.readline(self.MAX_LINE + 1)
+        if len(line) > self.MAX_LINE:
+            raise BenchFailure("an HTTP header line longer than 64 KiB")
+        return line
+
+
 class HttpRpc(Rpc):
     """Streamable HTTP with one keep-alive connection: each message a POST, the answer JSON or an SSE stream."""
 
@@ -252,7 +334,7 @@ class HttpRpc(Rpc):
             **headers,
         }
         self.session: str | None = None
-        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        self.conn = HttpConnection(self.host, self.port, timeout=120)
         self.reconnects = 0
 
     def _request_headers(self) -> dict[str, str]:
@@ -263,59 +345,63 @@ class HttpRpc(Rpc):
             headers["mcp-protocol-version"] = self.protocol
         return headers
 
-    def _post(self, message: dict[str, Any]) -> http.client.HTTPResponse:
+    def _post(self, message: dict[str, Any]) -> HttpResponse:
         body, headers = _dumps(message), self._request_headers()
         try:
-            self.conn.request("POST", self.path, body, headers)
-            return self.conn.getresponse()
-        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            return self.conn.request("POST", self.path, headers, body)
+        except (BrokenPipeError, ConnectionResetError):
             # The server closed the keep-alive connection while it was idle (Node's and uvicorn's idle timeout is
             # 5 s, and a path waits while the others take their turn): a new connection, as an HTTP client's pool
             # would open. The call pays for it, and the count is reported.
             self.conn.close()
             self.reconnects += 1
-            self.conn.request("POST", self.path, body, headers)
-            return self.conn.getresponse()
+            return self.conn.request("POST", self.path, headers, body)
 
     def _exchange(self, message: dict[str, Any], wanted: int | None) -> dict[str, Any] | None:
         response = self._post(message)
-        session = response.getheader("mcp-session-id")
+        session = response.headers.get("mcp-session-id")
         if session:
             self.session = session
-        kind = (response.getheader("content-type") or "").split(";", 1)[0].strip().lower()
+        kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if response.status >= 400:
-            body = response.read().decode("utf-8", "replace")
             raise BenchFailure(
-                f"POST {self.path} {message.get('method', 'reply')}: HTTP {response.status}: {body[:500]}"
+                f"POST {self.path} {message.get('method', 'reply')}: HTTP {response.status}: "
+                f"{response.read()[:500].decode('utf-8', 'replace')}"
             )
         if kind == "text/event-stream":
             return self._events(response, wanted)
-        body_bytes = response.read()  # read whole, so the connection can carry the next request
-        if wanted is None or not body_bytes.strip():
+        body = response.read()  # read whole, so the connection can carry the next request
+        if wanted is None or not body.strip():
             return None
-        decoded = json.loads(body_bytes)
+        decoded = json.loads(body)
         found = None
         for item in decoded if isinstance(decoded, list) else [decoded]:
             result = self._route(item, wanted)
             found = result if result is not None else found
         if found is None:
-            raise BenchFailure(f"POST {self.path}: no answer to request {wanted} in {body_bytes[:300]!r}")
+            raise BenchFailure(f"POST {self.path}: no answer to request {wanted} in {body[:300]!r}")
         return found
 
-    def _events(self, response: http.client.HTTPResponse, wanted: int | None) -> dict[str, Any] | None:
-        """Read the SSE stream to its end (the server closes it after the answer), routing each event's data."""
+    def _events(self, response: HttpResponse, wanted: int | None) -> dict[str, Any] | None:
+        """Read the SSE stream to its end (the server closes it after the answer), routing each event's data as it
+        comes (a request from the server mid-stream is answered before the stream goes on)."""
         found: dict[str, Any] | None = None
         data: list[bytes] = []
-        for raw in response:
-            line = raw.rstrip(b"\r\n")
-            if line.startswith(b"data:"):
-                data.append(line[5:].removeprefix(b" "))
-            elif not line and data:
-                payload = b"\n".join(data)
-                data = []
-                if payload.strip():
-                    result = self._route(json.loads(payload), wanted)
-                    found = result if result is not None else found
+        pending = b""
+        for chunk in response.chunks():
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                line = raw.rstrip(b"\r")
+                if line.startswith(b"data:"):
+                    data.append(line[5:].removeprefix(b" "))
+                elif not line and data:
+                    payload = b"\n".join(data)
+                    data = []
+                    if payload.strip():
+                        result = self._route(json.loads(payload), wanted)
+                        found = result if result is not None else found
+        if pending.startswith(b"data:"):
+            data.append(pending.rstrip(b"\r")[5:].removeprefix(b" "))
         if data and b"".join(data).strip():  # a last event without the blank line that ends it
             result = self._route(json.loads(b"\n".join(data)), wanted)
             found = result if result is not None else found
@@ -325,18 +411,16 @@ class HttpRpc(Rpc):
 
     def _reply(self, message: dict[str, Any]) -> None:
         # The main connection is in the middle of reading a stream: the answer goes on a connection of its own.
-        side = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        side = HttpConnection(self.host, self.port, timeout=30)
         try:
-            side.request("POST", self.path, _dumps(message), self._request_headers())
-            side.getresponse().read()
+            side.request("POST", self.path, self._request_headers(), _dumps(message)).read()
         finally:
             side.close()
 
     def close(self) -> None:
         if self.session is not None:
-            with contextlib.suppress(OSError, http.client.HTTPException):
-                self.conn.request("DELETE", self.path, headers=self._request_headers())
-                self.conn.getresponse().read()
+            with contextlib.suppress(OSError, BenchFailure, ValueError):
+                self.conn.request("DELETE", self.path, self._request_headers()).read()
         self.conn.close()
 
 
@@ -665,7 +749,7 @@ def interleaved(targets: list[Target], warmup: int, rounds: int, calls: int, dro
             work(target)
         except OutOfTime:
             raise
-        except (BenchFailure, RpcError, OSError, http.client.HTTPException, ValueError) as exc:
+        except (BenchFailure, RpcError, OSError, ValueError) as exc:
             if target.key not in PEERS:
                 raise BenchFailure(f"{target.label}: {exc}") from exc
             dropped[target.key] = f"failed during the run: {exc}"
@@ -777,7 +861,7 @@ def measure_plain(
         start = time.perf_counter()
         try:
             rpc, through = open_plain(key, box, stack, urls)
-        except (RpcError, BenchFailure, OSError, http.client.HTTPException, ValueError) as exc:
+        except (RpcError, BenchFailure, OSError, ValueError) as exc:
             if key in PEERS:
                 unavailable[key] = f"could not open a session: {exc}"
                 continue
