@@ -260,6 +260,7 @@ class HttpConnection:
     HTTP rows would have timed the client. The stdio client is as plain (a line written, a line read)."""
 
     MAX_LINE = 65536
+    _BLANK = (b"\r\n", b"\n", b"")  # the line that ends the headers (or the trailers); b"": the server closed
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.host, self.port, self.timeout = host, port, timeout
@@ -290,7 +291,7 @@ class HttpConnection:
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
             raise BenchFailure(f"not an HTTP status line: {status_line[:200]!r}")
         received: dict[str, str] = {}
-        while (line := self._line()) not in (b"\r\n", b"\n", b""):
+        while (line := self._line()) not in self._BLANK:
             name, _, value = line.decode("latin-1").partition(":")
             received[name.strip().lower()] = value.strip()
         return HttpResponse(int(parts[1]), received, self._body(received))
@@ -303,7 +304,7 @@ class HttpConnection:
             while size := int(self._line().split(b";", 1)[0], 16):
                 yield self._file.read(size)
                 self._line()
-            while self._line() not in (b"\r\n", b"\n", b""):  # trailers
+            while self._line() not in self._BLANK:  # trailers
                 pass
         else:
             yield self._file.read()
