@@ -66,8 +66,9 @@ def write(
     if api_url is not None and api_token is not None:
         info["api"] = {"url": api_url, "token": api_token}
     if relay_socket is not None:
-        # Where `mcphost mcp` relays its agent's session: one connection per session, MCP as on stdio.
-        info["relay"] = {"socket": relay_socket}
+        # Where `mcphost mcp` relays its agent's session: one connection per session, MCP as on stdio; a relay may
+        # hand over its stdout with the first line (mcphost.serve.handoff).
+        info["relay"] = {"socket": relay_socket, "handoff": True}
     name, tmp = f"daemon-{pid}.json", f"daemon-{pid}.tmp"
     dir_fd = _open_dir(directory)
     try:

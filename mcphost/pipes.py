@@ -95,13 +95,67 @@ def socket_is_ours(path: Path) -> bool:
 MAX_SOCKET_PATH = 100
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+# As Handler, and given the fd its peer passed along with the connection's first bytes (None: none was); the handler
+# owns it.
+FdHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int | None], Awaitable[None]]
+
+# How much of a connection is read with its passed fd (the rest follows as usual).
+_FIRST_READ = 64 * 1024
+
+
+def can_pass_fds() -> bool:
+    return hasattr(socket, "send_fds") and hasattr(socket, "AF_UNIX")
+
+
+async def connect_passing_fd(path: str, first: bytes, fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Streams over a new connection to the Unix socket `path`, whose first bytes, `first`, carry a duplicate of
+    `fd` to the peer (SCM_RIGHTS). Raises OSError."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, path)
+        # A new connection's buffer takes a few bytes at once; were it full, this would raise, not block.
+        sent = socket.send_fds(sock, [first], [fd])
+        if sent < len(first):
+            await loop.sock_sendall(sock, first[sent:])
+        return await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
+    except BaseException:
+        sock.close()
+        raise
+
+
+async def _first_bytes(sock: socket.socket) -> tuple[bytes, int | None]:
+    """The connection's first bytes, and the fd passed with them (only the first is kept; any others are closed)."""
+    loop = asyncio.get_running_loop()
+    readable: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(sock.fileno(), ready)
+    try:
+        await readable
+    finally:
+        loop.remove_reader(sock.fileno())
+    flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)  # never inherited by an upstream this process starts
+    data, fds, _, _ = socket.recv_fds(sock, _FIRST_READ, 4, flags)
+    for extra in fds[1:]:
+        os.close(extra)
+    if fds and not flags:
+        os.set_inheritable(fds[0], False)
+    return data, (fds[0] if fds else None)
 
 
 @asynccontextmanager
-async def owner_only_socket(directory: Path, name: str, handler: Handler, what: str) -> AsyncIterator[Path]:
+async def owner_only_socket(
+    directory: Path, name: str, handler: Handler, what: str, *, fd_handler: FdHandler | None = None
+) -> AsyncIterator[Path]:
     """Serve `handler` on a Unix socket `directory/name` that only this user can open (0600 from birth, and every
     peer's uid checked) for as long as the context lasts; `what` names it in the log. A path too long for a socket
-    gets a short private directory instead."""
+    gets a short private directory instead. With `fd_handler`, that serves each connection instead, given the fd its
+    peer passed with its first bytes."""
     path, private = directory / name, None
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         private = Path(tempfile.mkdtemp(prefix="mcphost-"))  # 0700, and short enough
@@ -120,19 +174,87 @@ async def owner_only_socket(directory: Path, name: str, handler: Handler, what: 
         except Exception:
             logger.exception("a connection to the %s failed", what)
 
-    old_umask = os.umask(0o177)  # the socket is born 0600: no window in which others could connect
     try:
-        server = await asyncio.start_unix_server(checked, path=str(path), limit=MAX_LINE)
+        if fd_handler is not None:
+            async with _accepting_fds(path, fd_handler, what):
+                yield path
+        else:
+            old_umask = os.umask(0o177)  # the socket is born 0600: no window in which others could connect
+            try:
+                server = await asyncio.start_unix_server(checked, path=str(path), limit=MAX_LINE)
+            finally:
+                os.umask(old_umask)
+            try:
+                yield path
+            finally:
+                server.close()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(server.wait_closed(), 2)
     finally:
-        os.umask(old_umask)
-    try:
-        yield path
-    finally:
-        server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 2)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         if private is not None:
             with contextlib.suppress(OSError):
                 private.rmdir()
+
+
+@asynccontextmanager
+async def _accepting_fds(path: Path, handler: FdHandler, what: str) -> AsyncIterator[None]:
+    """owner_only_socket's server for handlers that take a passed fd: connections are accepted here, and their first
+    bytes read with recvmsg, because a stream transport would read them with recv, which drops the fd."""
+    loop = asyncio.get_running_loop()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # born 0600, as above
+    try:
+        listener.bind(str(path))
+    except BaseException:
+        listener.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    listener.listen(128)
+    listener.setblocking(False)
+    starting: set[asyncio.Task[None]] = set()
+
+    async def serve(conn: socket.socket) -> None:
+        fd: int | None = None
+        try:
+            if not same_user(conn):
+                logger.warning("refused a connection to the %s from another user", what)
+                conn.close()
+                return
+            data, fd = await _first_bytes(conn)
+            if not data:
+                conn.close()
+                return
+            reader = asyncio.StreamReader(limit=MAX_LINE)
+            reader.feed_data(data)
+            transport, protocol = await loop.create_unix_connection(
+                lambda: asyncio.StreamReaderProtocol(reader), sock=conn
+            )
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        except BaseException:
+            conn.close()
+            if fd is not None:
+                os.close(fd)
+            raise
+        try:
+            await handler(reader, writer, fd)
+        except Exception:
+            logger.exception("a connection to the %s failed", what)
+
+    async def accept() -> None:
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            task = loop.create_task(serve(conn))
+            starting.add(task)
+            task.add_done_callback(starting.discard)
+
+    accepting = loop.create_task(accept())
+    try:
+        yield
+    finally:
+        accepting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await accepting
+        listener.close()

@@ -23,6 +23,7 @@ import anyio
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
 from mcphost.pipes import owner_only_socket
+from mcphost.serve.handoff import HANDOFF_LINE, HandedOut
 from mcphost.serve.mcp_server import DirectCalls, build_server
 from mcphost.serve.stdio import session_streams
 
@@ -41,23 +42,36 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
     """Serve relayed agent sessions for as long as the context lasts; yields the socket's path."""
     sessions: set[asyncio.Task[None]] = set()
 
-    async def serve_session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fd: int | None) -> None:
         task = asyncio.current_task()
         assert task is not None
         sessions.add(task)
         session_id = relay_session_id()
-        server = build_server(gateway, session_id=session_id)
+        out: HandedOut | None = None
         try:
-            async with session_streams(reader, writer, shortcut=DirectCalls.factory(gateway, session_id)) as streams:
+            if fd is not None:
+                handed, fd = fd, None
+                out = await _handed_out(reader, writer, handed)
+            server = build_server(gateway, session_id=session_id)
+            shortcut = DirectCalls.factory(gateway, session_id)
+            async with session_streams(reader, writer, shortcut=shortcut, out=out) as streams:
                 await server.run(*streams, server.create_initialization_options())
         except asyncio.CancelledError:
             logger.debug("relayed session %s ended with the daemon", session_id)
         finally:
             sessions.discard(task)
+            # The agent's stdout first: once the socket closes, the relay writes to it.
+            if out is not None:
+                out.give_up()
             writer.close()
 
     directory = ensure_private_dir(runtime_dir())
-    async with owner_only_socket(directory, f"daemon-{os.getpid()}.mcp.sock", serve_session, "agent socket") as path:
+
+    async def unused(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise AssertionError("the agent socket serves with fd_handler")
+
+    name = f"daemon-{os.getpid()}.mcp.sock"
+    async with owner_only_socket(directory, name, unused, "agent socket", fd_handler=serve_session) as path:
         try:
             yield path
         finally:
@@ -69,3 +83,19 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
             if running:
                 with anyio.CancelScope(shield=True):
                     await asyncio.wait(running, timeout=CLOSE_GRACE_S)
+
+
+async def _handed_out(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fd: int) -> HandedOut:
+    """The agent's stdout, passed by its relay (`fd`, closed here should anything fail) with the connection's first
+    line, as the session's outbox."""
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    try:
+        first = await reader.readuntil(b"\n")
+        if first != HANDOFF_LINE:
+            raise ConnectionError(f"a relay passed an fd with an unknown first line: {first[:80]!r}")
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    return HandedOut(asyncio.StreamWriter(transport, protocol, None, loop), writer)

@@ -30,7 +30,7 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
-from mcphost.serve.stdio import Send, dump_line, id_key, valid_id
+from mcphost.serve.stdio import Outbox, Send, dump_line, id_key, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -316,8 +316,8 @@ class DirectCalls:
         self._ask_ids = itertools.count()
 
     @classmethod
-    def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Send], DirectCalls]:
-        return lambda send: cls(gateway, session_id, send)
+    def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Outbox], DirectCalls]:
+        return lambda out: cls(gateway, session_id, out.put)
 
     def take(self, message: dict[str, Any], line: bytes) -> Callable[[], Coroutine[Any, Any, None]] | bool:
         method = message.get("method")
@@ -358,7 +358,7 @@ class DirectCalls:
                     self._running.pop(key, None)
             if scope.cancelled_caught:
                 return
-            await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}))
+            await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}), answers=request_id)
 
         return run
 

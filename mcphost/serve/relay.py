@@ -18,6 +18,7 @@ read): the session ends once every request it sent is answered. A signal ends it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import sys
@@ -38,8 +39,9 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from mcphost import discovery
-from mcphost.pipes import MAX_LINE
-from mcphost.serve.stdio import Send, id_key, serve_stdio, valid_id
+from mcphost.pipes import MAX_LINE, can_pass_fds, connect_passing_fd
+from mcphost.serve.handoff import HANDOFF_LINE, PRIVATE_ID_PREFIX, Note, is_private, read_note
+from mcphost.serve.stdio import Outbox, Send, id_key, parse_line, rejected_id, serve_stdio, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCRespon
 
 # How often a relay serving in process looks for a daemon to go back to (a directory listing: cheap).
 DAEMON_POLL_S = 1.0
-PRIVATE_ID_PREFIX = "mcphost-relay-"
+# How long a relay that leaves a daemon waits for it to let go of the agent's stdout before writing there itself.
+RELEASE_S = 5.0
 
 
 def _say(text: str) -> None:
@@ -62,12 +65,14 @@ class Target:
     pid: int
     url: str
     socket: str | None
+    handoff: bool = False  # takes the agent's stdout (mcphost.serve.handoff)
 
     @classmethod
     def from_info(cls, info: dict[str, Any]) -> Target:
         relay = info.get("relay")
         socket = relay.get("socket") if isinstance(relay, dict) else None
-        return cls(int(info["pid"]), str(info["mcp"]["url"]), socket if isinstance(socket, str) else None)
+        handoff = isinstance(relay, dict) and relay.get("handoff") is True
+        return cls(int(info["pid"]), str(info["mcp"]["url"]), socket if isinstance(socket, str) else None, handoff)
 
     @property
     def name(self) -> str:
@@ -114,6 +119,16 @@ class _Relay:
     # The agent's stdout, written in order by whoever calls it (stdio's own writer for pipes; None for a file or a
     # tty, where the SDK's transport serves and everything goes through `to_agent`).
     send: Send | None = None
+    outbox: Outbox | None = None
+    # While a daemon holds the agent's stdout: what the relay cannot read goes to it as well, to be answered there.
+    forward_unread: Callable[[bytes], bool] | None = None
+    # The answers a daemon holding stdout was to give to lines the relay could not read, owed should it go away.
+    unread_owed: dict[str, list[bytes]] = field(default_factory=dict)
+    # Long lines the daemon started writing to the agent's stdout and has not reported done.
+    cut: set[Any] = field(default_factory=set)
+    # A daemon held the agent's stdout: an answer it wrote may have reached the agent without a word to the relay
+    # (it died between the two).
+    answers_unseen: bool = False
     # The daemon's socket, while a backend serves: a tool call that finds nothing queued before it is written there
     # at once, without waking the backend's task (one task switch per call less on the busiest path).
     forward: Callable[[bytes], bool] | None = None
@@ -154,6 +169,38 @@ class _Relay:
         self.arrive(message)
         return True
 
+    def take_unread(self, line: bytes, too_long: bool) -> bool:
+        """A line the relay could not read: passed on while a daemon holds the agent's stdout (it answers it),
+        else left to stdio's own answer."""
+        forward = self.forward_unread
+        if forward is None or not forward(line if line.endswith(b"\n") else line + b"\n"):
+            return False
+        owed = parse_line(line, too_long, quiet=True)  # the daemon says what is wrong with it
+        if isinstance(owed, bytes):
+            self.unread_owed.setdefault(id_key(rejected_id(owed)), []).append(owed)
+        elif owed is not None and isinstance(owed.message, types.JSONRPCRequest):
+            self.in_flight[id_key(owed.message.id)] = owed.message
+        return True
+
+    def noted(self, note: Note) -> None:
+        """What the daemon holding the agent's stdout reports: an answer written there, or a long line under way."""
+        if note.kind == "writing":
+            self.cut.add(note.value)
+        elif note.kind == "written":
+            self.cut.discard(note.value)
+        elif note.kind == "answered":
+            key = id_key(note.value)
+            request = self.in_flight.pop(key, None)
+            self.raw.pop(key, None)
+            owed = self.unread_owed.get(key)
+            if request is None and owed:
+                owed.pop()
+                if not owed:
+                    del self.unread_owed[key]
+            if isinstance(request, types.JSONRPCRequest) and request.method == "initialize" and note.ok:
+                self.handshake = request
+            self._settle()
+
     def arrive(self, message: Message) -> None:
         if isinstance(message, types.JSONRPCNotification):
             if message.method == "notifications/initialized":
@@ -176,7 +223,7 @@ class _Relay:
             self._arrived = anyio.Event()
             await self._arrived.wait()
         message = self.queue.popleft()
-        if isinstance(message, types.JSONRPCRequest) and not _is_private(message.id):
+        if isinstance(message, types.JSONRPCRequest) and not is_private(message.id):
             self.in_flight[id_key(message.id)] = message
         return message
 
@@ -263,9 +310,23 @@ class _Relay:
         await self.deliver(error)
 
     async def fail_in_flight(self, reason: str) -> None:
+        if self.cut and self.send is not None:
+            # The daemon died in the middle of a line: ours start on a line of their own.
+            self.cut.clear()
+            await self.send(b"\n")
+        for owed in list(self.unread_owed.values()):
+            for line in owed:
+                if self.send is not None:
+                    await self.send(line)
+        self.unread_owed.clear()
         for key, request in list(self.in_flight.items()):
             del self.in_flight[key]
+            if self.answers_unseen and isinstance(request, types.JSONRPCRequest) and request.method == "initialize":
+                # The agent may well hold a result: its session, replayed to the next backend, must go on (were it
+                # refused, the agent would initialize again, and that handshake would be the one replayed).
+                self.handshake = request
             await self.answer(request.id, INTERNAL_ERROR, f"{request.method}: {reason}")
+        self.answers_unseen = False
 
     # ---- the handshake, replayed to a new backend
 
@@ -283,10 +344,6 @@ class _Relay:
 async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
-
-
-def _is_private(request_id: Any) -> bool:
-    return isinstance(request_id, str) and request_id.startswith(PRIVATE_ID_PREFIX)
 
 
 def death(target: Target, cause: str) -> str:
@@ -318,20 +375,30 @@ class _DaemonBackend:
         self.relay = relay
         self.lost: _Lost | None = None
         self.answered = 0  # answers passed on: a session that served before may well serve again
+        self.handed_over = False  # the daemon writes to the agent's stdout
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def serve(self) -> None:
         """Relay until the agent is done; raises _Lost when the daemon can no longer serve the session."""
         if self.target.socket is None:
             raise _Lost(f"{self.target.name} announces no agent socket (is it an older mcphost?)")
+        stdout = self._stdout_to_hand_over()
         try:
-            reader, writer = await asyncio.open_unix_connection(self.target.socket, limit=MAX_LINE)
+            if stdout is not None:
+                assert self.relay.outbox is not None
+                await self.relay.outbox.flushed()  # nothing of the relay's own is left to write once the daemon does
+                reader, writer = await connect_passing_fd(self.target.socket, HANDOFF_LINE, stdout)
+                self.handed_over = self.relay.answers_unseen = True
+            else:
+                reader, writer = await asyncio.open_unix_connection(self.target.socket, limit=MAX_LINE)
         except OSError as exc:
             raise _Lost(f"{self.target.name} takes no connections ({exc.strerror or exc})") from None
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self._read, reader)
+                if self.handed_over:
+                    self.relay.forward_unread = lambda line: self._forward_now(writer, line)
                 if self.relay.handshake is not None:
                     await self._replay(writer, self.relay.handshake)
                 # Only after the replay: a call must not reach the daemon before the session's handshake.
@@ -348,9 +415,36 @@ class _DaemonBackend:
                 # The agent is done and answered (or the daemon is lost): nobody is left to read what still comes.
                 tg.cancel_scope.cancel()
         finally:
+            self.relay.forward_unread = None
+            if self.handed_over:
+                with anyio.CancelScope(shield=True):
+                    await self._released(reader, writer)
             writer.close()
         if self.lost is not None:
             raise self.lost
+
+    def _stdout_to_hand_over(self) -> int | None:
+        outbox = self.relay.outbox
+        if not self.target.handoff or outbox is None or self.relay.send is None or not can_pass_fds():
+            return None
+        return outbox.pipe_fd()
+
+    async def _released(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Until the daemon has let go of the agent's stdout (it closes its end of the socket after that, or dies),
+        taking in what it reported meanwhile; only then may the relay write there."""
+        with contextlib.suppress(OSError, RuntimeError):
+            if not writer.transport.is_closing():
+                writer.write_eof()
+        with anyio.move_on_after(RELEASE_S):
+            while True:
+                try:
+                    line = await reader.readuntil(b"\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                note = read_note(line)
+                if note is not None:
+                    self.relay.noted(note)
+        logger.warning("%s kept the agent's stdout after its session: writing there anyway", self.target.name)
 
     def _lose(self, lost: _Lost) -> None:
         if self.lost is None:
@@ -387,6 +481,11 @@ class _DaemonBackend:
             except asyncio.LimitOverrunError:
                 self._lose(_Lost(f"{self.target.name} sent a message longer than {MAX_LINE} bytes", gone=False))
                 return
+            if self.handed_over and (note := read_note(line)) is not None:
+                self.relay.noted(note)
+                if note.kind == "answered":
+                    self.answered += 1
+                continue
             if await self.relay.pass_answer(line):
                 self.answered += 1
                 continue
@@ -395,7 +494,7 @@ class _DaemonBackend:
             except ValidationError as exc:
                 logger.warning("the daemon sent an unreadable message, dropped: %s", exc.errors()[:1])
                 continue
-            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and not _is_private(message.id):
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and not is_private(message.id):
                 self.answered += 1
             await self.relay.deliver(message)
         if self.relay.agent_done and self.relay.idle():
@@ -543,14 +642,18 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
     """Serve the agent on stdio through `first`, then whatever serves `config_path` when it goes away; `stop` ends
     the session as the agent closing its input does."""
     session: _Relay | None = None
-    sends: list[Send] = []
+    outboxes: list[Outbox] = []
 
-    def shortcut(send: Send) -> Any:
-        sends.append(send)
-        return _Taker(lambda message, line: session is not None and session.take_line(message, line))
+    def shortcut(out: Outbox) -> Any:
+        outboxes.append(out)
+        return _Taker(
+            lambda message, line: session is not None and session.take_line(message, line),
+            lambda line, too_long: session is not None and session.take_unread(line, too_long),
+        )
 
     async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
-        session = _Relay(to_agent, config_path, stop, send=sends[0] if sends else None)
+        out = outboxes[0] if outboxes else None
+        session = _Relay(to_agent, config_path, stop, send=out.put if out else None, outbox=out)
         tg.start_soon(session.read_agent, from_agent)
         await _run(session, first, open_local)
         tg.cancel_scope.cancel()
@@ -559,6 +662,7 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
 @dataclass(frozen=True)
 class _Taker:
     take_line: Callable[[dict[str, Any], bytes], bool]
+    take_unread: Callable[[bytes, bool], bool]
 
     def take(self, message: dict[str, Any], line: bytes) -> bool:
         return self.take_line(message, line)

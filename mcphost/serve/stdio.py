@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -44,7 +45,45 @@ logger = logging.getLogger(__name__)
 # How deep pydantic-core's JSON parser goes (brackets in the whole message, JSON-RPC envelope included).
 PARSER_DEPTH = 200
 
-Send = Callable[[bytes], Awaitable[None]]
+# What `Outbox.put` is told of a line that answers no request of the agent's.
+NOT_AN_ANSWER: Any = object()
+
+
+class Send(Protocol):
+    """Writes one line for the agent; `answers` names the request it answers (its id), and `ok` whether it is a
+    result rather than an error, for a writer that reports answers (a relay's handed-over stdout)."""
+
+    def __call__(self, line: bytes, answers: Any = NOT_AN_ANSWER, ok: bool = True) -> Awaitable[None]: ...
+
+
+class Outbox:
+    """Where a session's lines for the agent go: `writer`, in the order written."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.broken = False  # the agent's end closed under a write: nothing more reaches the agent
+
+    async def put(self, line: bytes, answers: Any = NOT_AN_ANSWER, ok: bool = True) -> None:
+        self.writer.write(line)
+        try:
+            await self.writer.drain()
+        except ConnectionError:
+            self.broken = True
+
+    def pipe_fd(self) -> int | None:
+        """The fd of the agent's end when it is a pipe, which another process may then write to as well (a write
+        of up to PIPE_BUF bytes is never interleaved with another), else None."""
+        pipe = self.writer.get_extra_info("pipe")
+        fd = pipe.fileno() if pipe is not None else -1
+        return fd if fd >= 0 and stat.S_ISFIFO(os.fstat(fd).st_mode) else None
+
+    async def flushed(self) -> None:
+        """Until nothing written is left in this process."""
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():
+            transport.set_write_buffer_limits(0)
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
 
 
 class Shortcut(Protocol):
@@ -56,7 +95,7 @@ class Shortcut(Protocol):
         ...
 
 
-ShortcutFactory = Callable[[Send], Shortcut]
+ShortcutFactory = Callable[[Outbox], Shortcut]
 
 
 def shortcut_message(data: bytes) -> dict[str, Any] | None:
@@ -213,22 +252,20 @@ async def session_streams(
     shortcut: ShortcutFactory | None = None,
     *,
     answer_after_eof: bool = False,
+    out: Outbox | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer`. At the end of
-    the input, the calls the shortcut runs are cut short, unless `answer_after_eof`: then the read stream ends once
-    they and the SDK session's requests are answered."""
+    """The MCP session's message streams over newline-delimited JSON-RPC on `reader` and `writer` (the lines for
+    the agent go to `out` instead, when given). At the end of the input, the calls the shortcut runs are cut short,
+    unless `answer_after_eof`: then the read stream ends once they and the SDK session's requests are answered."""
     to_server, from_stdin = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     to_stdout, from_server = anyio.create_memory_object_stream[SessionMessage | bytes](16)
     unanswered = Unanswered() if answer_after_eof else None
 
     writer_done = anyio.Event()
-
-    async def send(line: bytes) -> None:
-        writer.write(line)
-        with contextlib.suppress(ConnectionError):
-            await writer.drain()
-
-    taker = shortcut(send) if shortcut is not None else None
+    outbox = out if out is not None else Outbox(writer)
+    taker = shortcut(outbox) if shortcut is not None else None
+    # A relay that has handed the agent's stdout over passes on even what it cannot read: the daemon answers it.
+    unread: Callable[[bytes, bool], bool] | None = getattr(taker, "take_unread", None)
 
     async def stdin_reader() -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError), anyio.CancelScope() as reading:
@@ -261,15 +298,15 @@ async def session_streams(
                     if taken is not False:
                         calls.start(taken)
                         continue
+                if unread is not None and unread(line, too_long):
+                    continue
                 parsed = parse_line(line, too_long)
                 if isinstance(parsed, SessionMessage):
                     if unanswered is not None:
                         unanswered.read(parsed.message)
                     await to_server.send(parsed)
                 elif parsed is not None:
-                    writer.write(parsed)
-                    with contextlib.suppress(ConnectionError):
-                        await writer.drain()
+                    await outbox.put(parsed, answers=rejected_id(parsed), ok=False)
             if unanswered is None:
                 calls.cancel()
             else:
@@ -279,14 +316,19 @@ async def session_streams(
         try:
             async with from_server:
                 async for session_message in from_server:
+                    if outbox.broken:
+                        break
                     if isinstance(session_message, bytes):
-                        writer.write(session_message)  # a line passed on as it came (the relay's answers)
+                        await outbox.put(session_message)  # a line passed on as it came (the relay's answers)
+                        continue
+                    message = session_message.message
+                    if unanswered is not None:
+                        unanswered.written(message)
+                    data = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+                    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                        await outbox.put(data, answers=message.id, ok=isinstance(message, types.JSONRPCResponse))
                     else:
-                        if unanswered is not None:
-                            unanswered.written(session_message.message)
-                        data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        writer.write(data.encode("utf-8") + b"\n")
-                    await writer.drain()
+                        await outbox.put(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             logger.debug("stdout closed under the writer")
         finally:
@@ -378,33 +420,35 @@ async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:
 # ---- answering what cannot be read
 
 
-def parse_line(line: bytes, too_long: bool = False) -> SessionMessage | bytes | None:
-    """The message on `line`; else the error line that answers it; else None (nothing to answer)."""
+def parse_line(line: bytes, too_long: bool = False, *, quiet: bool = False) -> SessionMessage | bytes | None:
+    """The message on `line`; else the error line that answers it; else None (nothing to answer). `quiet`: what
+    is wrong with it is not logged (someone else answers it)."""
     if too_long:
-        return rejection(line, None, too_long=True)
+        return rejection(line, None, too_long=True, quiet=quiet)
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as exc:
-        return rejection(line, exc)
+        return rejection(line, exc, quiet=quiet)
     if isinstance(message, types.JSONRPCNotification) and b'"id"' in line:
         # The notification model ignores unknown keys: a request whose id is neither a string nor a number would
         # pass for a notification and never be answered.
-        answer = _bad_id(line)
+        answer = _bad_id(line, quiet)
         if answer is not None:
             return answer
     return SessionMessage(message)
 
 
-def rejection(line: bytes, exc: ValidationError | None, *, too_long: bool = False) -> bytes | None:
+def rejection(line: bytes, exc: ValidationError | None, *, too_long: bool = False, quiet: bool = False) -> bytes | None:
     """The JSON-RPC error line answering `line`, or None when it needs no answer (a notification, or a response to
     a request of ours)."""
+    warn = logger.debug if quiet else logger.warning
     text = line.decode("utf-8", "replace")
     members = top_level_members(text)
     if "method" not in members and ("result" in members or "error" in members):
-        logger.warning("unreadable response from the agent, dropped: %s", _describe(exc) if exc else "too long")
+        warn("unreadable response from the agent, dropped: %s", _describe(exc) if exc else "too long")
         return None
     if "method" in members and "id" not in members:
-        logger.warning("unreadable notification from the agent, dropped: %s", _describe(exc) if exc else "too long")
+        warn("unreadable notification from the agent, dropped: %s", _describe(exc) if exc else "too long")
         return None
     request_id = members.get("id")
     if not valid_id(request_id):
@@ -414,16 +458,22 @@ def rejection(line: bytes, exc: ValidationError | None, *, too_long: bool = Fals
     else:
         assert exc is not None
         code, message = _classify(line, exc)
-    logger.warning("answered an unreadable request from the agent (id %r): %s", request_id, message)
+    warn("answered an unreadable request from the agent (id %r): %s", request_id, message)
     return _error_line(request_id, code, message)
 
 
-def _bad_id(line: bytes) -> bytes | None:
+def rejected_id(answer: bytes) -> Any:
+    """The id that an error line made by `rejection` answers (None: the request's id could not be read)."""
+    return json.loads(answer).get("id")
+
+
+def _bad_id(line: bytes, quiet: bool = False) -> bytes | None:
+    warn = logger.debug if quiet else logger.warning
     members = top_level_members(line.decode("utf-8", "replace"))
     if "id" not in members or valid_id(members["id"]):
         return None
     message = "Invalid request: the id must be a string or a number"
-    logger.warning("answered a request from the agent with an unusable id: %r", members["id"])
+    warn("answered a request from the agent with an unusable id: %r", members["id"])
     return _error_line(None, INVALID_REQUEST, message)
 
 

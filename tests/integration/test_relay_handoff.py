@@ -1,0 +1,134 @@
+"""A relay hands its agent's stdout to the daemon (mcphost.serve.handoff): the daemon's answers go straight to the
+agent, the relay only hears of them, and when the daemon dies, what it owed still reaches the agent, on a line of
+its own."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import termios
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from mcphost import discovery
+from tests.helpers import Hostile, Sandbox, daemon, initialize_request, raw_agent
+
+ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
+READ = {"operation_type": "read"}
+
+
+def call(request_id: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    params = {"name": "call_tool_read", "arguments": {"name": tool, "args": args, "intent": READ}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def wait_for(path: Path, timeout: float = 20) -> None:
+    with anyio.fail_after(timeout):
+        # Another process makes the file: nothing to wait on but its appearance.
+        while not path.exists():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+
+
+async def test_the_daemon_answers_the_agent_itself_while_its_relay_is_stopped(sandbox: Sandbox) -> None:
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    async with daemon(sandbox), raw_agent(sandbox) as raw:
+        [info] = discovery.running()
+        assert info["relay"]["handoff"] is True
+        await raw.initialize()
+        slow = {"started": str(sandbox.root / "started"), "gate": str(sandbox.root / "gate")}
+        await raw.send(call("slow", "probe:slow", slow))
+        await wait_for(sandbox.root / "started")
+
+        raw.process.send_signal(signal.SIGSTOP)
+        try:
+            (sandbox.root / "gate").touch()
+            answer = await raw.answer_to("slow", timeout=20)
+        finally:
+            raw.process.send_signal(signal.SIGCONT)
+        assert "result" in answer, answer
+
+        # The relay, woken, has heard of that answer: the next call and the end of the session go as ever.
+        await raw.send(call("next", "probe:read_notes", {"text": "next"}))
+        again = await raw.answer_to("next")
+        assert again["result"]["content"][0]["text"] == "read_notes: next"
+        await raw.process.stdin.aclose()
+        with anyio.fail_after(10):
+            await raw.process.wait()
+    assert [r["session_id"].startswith("relay-") for r in sandbox.tool_calls()] == [True, True]
+    assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def test_a_line_the_relay_cannot_read_is_answered_by_the_daemon_holding_stdout(sandbox: Sandbox) -> None:
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    async with daemon(sandbox) as d, raw_agent(sandbox) as raw:
+        await raw.initialize()
+        await raw.send_line(b'{"jsonrpc": "2.0", "id": "broken", "method": "tools/call", "params": ')
+        await raw.send_line(b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/call"}')
+        await raw.send(call("after", "probe:read_notes", {"text": "after"}))
+        answers = [await raw.receive() for _ in range(3)]
+    by_id = {a.get("id"): a for a in answers}
+    assert by_id["after"]["result"]["content"][0]["text"] == "read_notes: after"
+    assert by_id["broken"]["error"]["code"] == -32700
+    assert by_id["\ud800"]["error"]["code"] == -32602
+    # Answered by the daemon, which holds the agent's stdout: the relay wrote nothing of its own.
+    assert d.stderr.count("answered an unreadable request from the agent") == 2
+    assert "unreadable" not in raw.stderr, raw.stderr
+
+
+async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a_fresh_line_and_the_error(
+    sandbox: Sandbox,
+) -> None:
+    hostile = Hostile(sandbox.root)
+    sandbox.write_config(ALLOW_ALL + hostile.toml())
+    async with daemon(sandbox) as d:
+        # A plain pipe the test does not read: it fills, and the daemon's write of the long answer stops midway.
+        relay = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "mcphost", "mcp", "--config", str(sandbox.config)],
+            env={**os.environ, **sandbox.env()},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
+        try:
+            lines = [
+                initialize_request("t"),
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                call("long", "hostile:big", {"bytes": 4_000_000}),
+            ]
+            relay.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            relay.stdin.flush()
+            with anyio.fail_after(30):
+                while _unread(relay.stdout.fileno()) < 60_000:  # noqa: ASYNC110 (a full pipe: the daemon is mid-line)
+                    await anyio.sleep(0.02)
+            d.process.kill()
+            await anyio.to_thread.run_sync(d.process.wait, 15)
+            relay.stdin.close()
+            out = await anyio.to_thread.run_sync(relay.stdout.read)
+            await anyio.to_thread.run_sync(relay.wait, 15)
+        finally:
+            if relay.poll() is None:
+                relay.kill()
+                relay.wait()
+        stderr = relay.stderr.read().decode("utf-8", "replace")
+    lines_out = out.split(b"\n")
+    assert json.loads(lines_out[0])["id"] == "init"
+    cut = lines_out[1]
+    assert cut.startswith(b'{"jsonrpc":"2.0","id":"long"') and len(cut) < 4_000_000  # only a part came
+    error = json.loads(lines_out[2])
+    assert error["id"] == "long" and "went away during this call" in error["error"]["message"]
+    assert "Traceback" not in stderr, stderr
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the pipe behind `fd`."""
+    buf = bytearray(4)
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return int.from_bytes(buf, sys.byteorder)
