@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -148,48 +149,26 @@ async def _first_bytes(sock: socket.socket) -> tuple[bytes, int | None]:
     return data, (fds[0] if fds else None)
 
 
+def _refused(sock: Any, what: str) -> bool:
+    """Whether the peer of `sock` runs as another user (then it is told nothing and the refusal is logged)."""
+    if sock is not None and not same_user(sock):
+        logger.warning("refused a connection to the %s from another user", what)
+        return True
+    return False
+
+
 @asynccontextmanager
-async def owner_only_socket(
-    directory: Path, name: str, handler: Handler, what: str, *, fd_handler: FdHandler | None = None
-) -> AsyncIterator[Path]:
-    """Serve `handler` on a Unix socket `directory/name` that only this user can open (0600 from birth, and every
-    peer's uid checked) for as long as the context lasts; `what` names it in the log. A path too long for a socket
-    gets a short private directory instead. With `fd_handler`, that serves each connection instead, given the fd its
-    peer passed with its first bytes."""
+async def _socket_path(directory: Path, name: str) -> AsyncIterator[Path]:
+    """Where a socket `directory/name` is bound (a short private directory when that path is too long for one),
+    removed with that directory when the context ends."""
     path, private = directory / name, None
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         private = Path(tempfile.mkdtemp(prefix="mcphost-"))  # 0700, and short enough
         path = private / name
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # left by a dead daemon whose pid we now have
-
-    async def checked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None and not same_user(sock):
-            logger.warning("refused a connection to the %s from another user", what)
-            writer.close()
-            return
-        try:
-            await handler(reader, writer)
-        except Exception:
-            logger.exception("a connection to the %s failed", what)
-
     try:
-        if fd_handler is not None:
-            async with _accepting_fds(path, fd_handler, what):
-                yield path
-        else:
-            old_umask = os.umask(0o177)  # the socket is born 0600: no window in which others could connect
-            try:
-                server = await asyncio.start_unix_server(checked, path=str(path), limit=MAX_LINE)
-            finally:
-                os.umask(old_umask)
-            try:
-                yield path
-            finally:
-                server.close()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(server.wait_closed(), 2)
+        yield path
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -199,28 +178,46 @@ async def owner_only_socket(
 
 
 @asynccontextmanager
-async def _accepting_fds(path: Path, handler: FdHandler, what: str) -> AsyncIterator[None]:
-    """owner_only_socket's server for handlers that take a passed fd: connections are accepted here, and their first
-    bytes read with recvmsg, because a stream transport would read them with recv, which drops the fd."""
+async def owner_only_socket(directory: Path, name: str, handler: Handler, what: str) -> AsyncIterator[Path]:
+    """Serve `handler` on a Unix socket `directory/name` that only this user can open (0600 from birth, and every
+    peer's uid checked) for as long as the context lasts; `what` names it in the log. A path too long for a socket
+    gets a short private directory instead."""
+
+    async def checked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if _refused(writer.get_extra_info("socket"), what):
+            writer.close()
+            return
+        try:
+            await handler(reader, writer)
+        except Exception:
+            logger.exception("a connection to the %s failed", what)
+
+    async with _socket_path(directory, name) as path:
+        old_umask = os.umask(0o177)  # the socket is born 0600: no window in which others could connect
+        try:
+            server = await asyncio.start_unix_server(checked, path=str(path), limit=MAX_LINE)
+        finally:
+            os.umask(old_umask)
+        try:
+            yield path
+        finally:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
+
+
+@asynccontextmanager
+async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, what: str) -> AsyncIterator[Path]:
+    """As owner_only_socket, for a handler that takes the fd its peer passed with the connection's first bytes.
+    Connections are accepted here, and their first bytes read with recvmsg: a stream transport reads with recv,
+    which drops the fd."""
     loop = asyncio.get_running_loop()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # born 0600, as above
-    try:
-        listener.bind(str(path))
-    except BaseException:
-        listener.close()
-        raise
-    finally:
-        os.umask(old_umask)
-    listener.listen(128)
-    listener.setblocking(False)
-    starting: set[asyncio.Task[None]] = set()
+    serving: set[asyncio.Task[None]] = set()  # referenced while they run
 
     async def serve(conn: socket.socket) -> None:
         fd: int | None = None
         try:
-            if not same_user(conn):
-                logger.warning("refused a connection to the %s from another user", what)
+            if _refused(conn, what):
                 conn.close()
                 return
             data, fd = await _first_bytes(conn)
@@ -243,18 +240,30 @@ async def _accepting_fds(path: Path, handler: FdHandler, what: str) -> AsyncIter
         except Exception:
             logger.exception("a connection to the %s failed", what)
 
-    async def accept() -> None:
+    async def accept(listener: socket.socket) -> None:
         while True:
             conn, _ = await loop.sock_accept(listener)
             task = loop.create_task(serve(conn))
-            starting.add(task)
-            task.add_done_callback(starting.discard)
+            serving.add(task)
+            task.add_done_callback(serving.discard)
 
-    accepting = loop.create_task(accept())
-    try:
-        yield
-    finally:
-        accepting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await accepting
-        listener.close()
+    async with _socket_path(directory, name) as path:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)  # born 0600, as above
+        try:
+            listener.bind(str(path))
+        except BaseException:
+            listener.close()
+            raise
+        finally:
+            os.umask(old_umask)
+        listener.listen(128)
+        listener.setblocking(False)
+        accepting = loop.create_task(accept(listener))
+        try:
+            yield path
+        finally:
+            accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await accepting
+            listener.close()

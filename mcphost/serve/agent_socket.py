@@ -22,7 +22,7 @@ import anyio
 
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
-from mcphost.pipes import owner_only_socket
+from mcphost.pipes import owner_only_fd_socket
 from mcphost.serve.handoff import HANDOFF_LINE, HandedOut
 from mcphost.serve.mcp_server import DirectCalls, build_server
 from mcphost.serve.stdio import session_streams
@@ -66,12 +66,8 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
             writer.close()
 
     directory = ensure_private_dir(runtime_dir())
-
-    async def unused(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raise AssertionError("the agent socket serves with fd_handler")
-
     name = f"daemon-{os.getpid()}.mcp.sock"
-    async with owner_only_socket(directory, name, unused, "agent socket", fd_handler=serve_session) as path:
+    async with owner_only_fd_socket(directory, name, serve_session, "agent socket") as path:
         try:
             yield path
         finally:

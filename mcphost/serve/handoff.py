@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import select
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +61,6 @@ def read_note(line: bytes) -> Note | None:
     try:
         body = orjson.loads(line)
     except orjson.JSONDecodeError:
-        import json
-
         try:
             body = json.loads(line)  # an id holding a lone surrogate, escaped by dump_line
         except ValueError:

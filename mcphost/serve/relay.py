@@ -116,9 +116,8 @@ class _Relay:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     raw: dict[str, bytes] = field(default_factory=dict)  # tool calls' JSON as the agent sent them, by request id
     _drained: anyio.Event | None = None  # while the agent, done, waits for its answers: set once none is left
-    # The agent's stdout, written in order by whoever calls it (stdio's own writer for pipes; None for a file or a
+    # The agent's stdout, written in order by whoever puts to it (stdio's own writer for pipes; None for a file or a
     # tty, where the SDK's transport serves and everything goes through `to_agent`).
-    send: Send | None = None
     outbox: Outbox | None = None
     # While a daemon holds the agent's stdout: what the relay cannot read goes to it as well, to be answered there.
     forward_unread: Callable[[bytes], bool] | None = None
@@ -168,6 +167,10 @@ class _Relay:
                 return False
         self.arrive(message)
         return True
+
+    @property
+    def send(self) -> Send | None:
+        return self.outbox.put if self.outbox is not None else None
 
     def take_unread(self, line: bytes, too_long: bool) -> bool:
         """A line the relay could not read: passed on while a daemon holds the agent's stdout (it answers it),
@@ -425,7 +428,7 @@ class _DaemonBackend:
 
     def _stdout_to_hand_over(self) -> int | None:
         outbox = self.relay.outbox
-        if not self.target.handoff or outbox is None or self.relay.send is None or not can_pass_fds():
+        if not self.target.handoff or outbox is None or not can_pass_fds():
             return None
         return outbox.pipe_fd()
 
@@ -652,8 +655,7 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
         )
 
     async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
-        out = outboxes[0] if outboxes else None
-        session = _Relay(to_agent, config_path, stop, send=out.put if out else None, outbox=out)
+        session = _Relay(to_agent, config_path, stop, outbox=outboxes[0] if outboxes else None)
         tg.start_soon(session.read_agent, from_agent)
         await _run(session, first, open_local)
         tg.cancel_scope.cancel()
