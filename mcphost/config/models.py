@@ -120,8 +120,9 @@ class ServerConfig(StrictModel):
     call_timeout: float = Field(default=300.0, strict=True, gt=0, description="Seconds one tool call may take.")
     protocol: Literal["auto", "legacy", "2026-07-28"] = Field(
         default="auto",
-        description="MCP revision to speak: auto (2026-07-28 if the server speaks it, else the initialize "
-        "handshake), legacy (the handshake only), or 2026-07-28 (no handshake at all).",
+        description="MCP revision to speak: auto (a stdio server: the initialize handshake, else 2026-07-28; an "
+        "HTTP server: 2026-07-28 if it speaks it, else the handshake), legacy (the handshake only), or 2026-07-28 "
+        "(no handshake at all).",
     )
     max_result_bytes: int = Field(
         default=10 * 1024 * 1024,

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from mcphost import __version__
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
+from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
 from mcphost.upstream.stdio import LaneClosed, RawLane, stdio_transport
@@ -292,10 +293,10 @@ class UpstreamServer:
 
     @asynccontextmanager
     async def _client_for(self, on_eof: Callable[[], None]) -> AsyncIterator[Client]:
-        # "auto" asks for 2026-07-28 first (server/discover) and falls back to the initialize handshake on any
-        # answer that is not a modern server's, so servers of either era connect without a setting.
+        # "auto" connects servers of either era without a setting: over HTTP 2026-07-28 first (server/discover, the
+        # handshake as fallback), over stdio the handshake first (`mcphost.upstream.era` says why).
         transport = self._connect(self.name, self.config, on_eof)
-        client = Client(
+        client = (Client if self.config.url is not None else HandshakeFirstClient)(
             transport,
             mode=self.config.protocol,
             cache=None,

@@ -18,6 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcphost.upstream.connection import State
 from tests.editor_client import allow, editor
@@ -109,15 +110,45 @@ async def test_a_2026_upstream_announces_changed_annotations_through_subscriptio
     assert change["tool"] == "shifty" and change["details"]["new"] == {"destructiveHint": True}
 
 
-async def test_a_handshake_only_upstream_is_probed_once_then_spoken_to_with_initialize(tmp_path: Path) -> None:
+async def test_a_handshake_only_stdio_upstream_is_spoken_to_with_initialize_and_never_probed(tmp_path: Path) -> None:
     hostile = Hostile(tmp_path)
     async with running(hostile.config()) as server:
         assert server.state is State.CONNECTED, server.last_error
-        assert server.protocol_version is not None and server.protocol_version < MODERN
+        assert server.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
         result = await server.call_tool("echo", {"text": "old school"})
     assert result.data["content"][0]["text"] == "old school"
-    assert hostile.requests("server/discover") == 1
+    assert hostile.requests("server/discover") == 0
     assert hostile.requests("initialize") == 1
+
+
+async def test_a_stdio_upstream_of_both_eras_is_spoken_to_after_the_handshake(sandbox: Sandbox) -> None:
+    # On a pipe of its own the 2026 era's statelessness buys nothing, and its per-request envelope costs the server
+    # on every call: `auto` takes the handshake first there.
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    async with agent(sandbox) as client:
+        result = await client.call_tool("call_tool_read", read_call("probe:read_notes", "both"))
+    assert text_of(result) == "read_notes: both"
+    (connected,) = records_of(sandbox, "upstream_connected")
+    assert connected["details"]["protocol"] in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+async def test_an_http_upstream_of_both_eras_is_spoken_to_in_2026_07_28(sandbox: Sandbox) -> None:
+    async with http_probe() as url:
+        sandbox.write_config(ALLOW_ALL + f'[servers.remote]\nurl = "{url}"\n')
+        async with agent(sandbox) as client:
+            result = await client.call_tool("call_tool_read", read_call("remote:read_notes", "both, over http"))
+    assert text_of(result) == "read_notes: both, over http"
+    (connected,) = records_of(sandbox, "upstream_connected")
+    assert connected["details"]["protocol"] == MODERN
+
+
+async def test_a_stdio_upstream_pinned_to_2026_07_28_is_never_asked_for_the_handshake(sandbox: Sandbox) -> None:
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server(extra='protocol = "2026-07-28"'))
+    async with agent(sandbox) as client:
+        result = await client.call_tool("call_tool_read", read_call("probe:read_notes", "pinned"))
+    assert text_of(result) == "read_notes: pinned"
+    (connected,) = records_of(sandbox, "upstream_connected")
+    assert connected["details"]["protocol"] == MODERN
 
 
 async def test_a_server_pinned_to_legacy_is_never_probed(tmp_path: Path) -> None:
@@ -313,6 +344,7 @@ async def test_status_says_which_revision_each_upstream_speaks(shared: Daemon) -
         return server if server["state"] == "connected" else None
 
     probe = await poll(connected, "the probe upstream connected", limit=30)
-    assert probe["protocol"] == MODERN
+    # A stdio upstream of both eras is spoken to after the handshake (see the tests of `auto` above).
+    assert probe["protocol"] in HANDSHAKE_PROTOCOL_VERSIONS
     table = mcphost(shared.box, "status")
-    assert MODERN in table.stdout and "PROTOCOL" in table.stdout
+    assert probe["protocol"] in table.stdout and "PROTOCOL" in table.stdout
