@@ -14,7 +14,7 @@ import anyio.abc
 import anyio.to_thread
 
 from mcphost.activity.record import ActivityRecord, RecordType
-from mcphost.activity.writer import ActivityLog, LogSettings
+from mcphost.activity.writer import ActivityLog, LogSettings, Payload
 from mcphost.approval.approvals import Approvals
 from mcphost.approval.broker import PermissionBroker
 from mcphost.approval.grants import GrantStore
@@ -132,10 +132,10 @@ class Host:
             self.activity.subscribe(self._export)
             self._export_subscribed = True
 
-    def _export(self, payload: dict[str, Any]) -> None:
+    def _export(self, payload: Payload) -> None:
         exporter = self._exporter
         if exporter is not None:
-            exporter.offer(payload)
+            exporter.offer(payload())
 
     def export_status(self) -> ExportStatus | None:
         """The exporter's counts for `mcphost status`; None when nothing is exported."""

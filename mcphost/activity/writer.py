@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import logging
 import os
 import sys
@@ -37,8 +38,11 @@ from mcphost.activity.record import ActivityRecord
 
 logger = logging.getLogger(__name__)
 
-# Called with each record as written (redacted), so listeners never see what the disk does not.
-_Listener = Callable[[dict[str, Any]], None]
+# Called with what makes each record as written (redacted), so listeners never see what the disk does not. Made
+# only for a listener that asks, and once however many ask: a daemon with no editor watching and no export pays
+# nothing for it on a call's way back.
+Payload = Callable[[], dict[str, Any]]
+_Listener = Callable[[Payload], None]
 # Records kept in memory while the disk refuses them (full, read-only); written first once it accepts again.
 BACKLOG_LIMIT = 10_000
 
@@ -104,7 +108,7 @@ class ActivityLog:
                     print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
                     self.last_error = None
         if self._listeners:
-            payload = safe_dict()
+            payload = functools.cache(safe_dict)
             for listener in self._listeners:
                 try:
                     listener(payload)

@@ -13,12 +13,12 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from mcphost import __version__
-from mcphost.activity.writer import ActivityLog
+from mcphost.activity.writer import ActivityLog, Payload
 from mcphost.approval.broker import PermissionBroker
 from mcphost.approval.grants import GrantStore
 from mcphost.config import ConfigError
@@ -111,11 +111,12 @@ class EditorHub:
         for connection in attached:
             connection.send(p.STATUS, payload)
 
-    def _on_record(self, payload: dict[str, Any]) -> None:
+    def _on_record(self, payload: Payload) -> None:
         listeners = [c for c in self.connections.values() if c.attached and c.wants_activity]
         if listeners:
+            record = payload()
             for connection in listeners:
-                connection.send(p.ACTIVITY, payload)
+                connection.send(p.ACTIVITY, record)
         if self.activity.last_error != self._log_error:
             self._log_error = self.activity.last_error
             self.status_changed()

@@ -445,7 +445,8 @@ class HttpCalls:
     def __init__(self, gateway: Gateway, sessions: Sessions) -> None:
         self._gateway = gateway
         self._sessions = sessions
-        self._clients: dict[str, tuple[str | None, bool]] = {}
+        # Per open session: its name (an HMAC of its id, made once), its client's name, whether that client elicits.
+        self._clients: dict[str, tuple[str, str | None, bool]] = {}
         self._running: dict[tuple[str, str], anyio.CancelScope] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ask_ids = itertools.count()
@@ -455,7 +456,8 @@ class HttpCalls:
         params = params if isinstance(params, dict) else {}
         capabilities = params.get("capabilities")
         elicits = isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
-        self._clients[transport_id] = (client_name(params.get("clientInfo")), elicits)
+        name = self._sessions.name_of(transport_id)
+        self._clients[transport_id] = (name, client_name(params.get("clientInfo")), elicits)
 
     def closed(self, transport_id: str) -> None:
         self._clients.pop(transport_id, None)
@@ -483,14 +485,13 @@ class HttpCalls:
     ) -> dict[str, Any] | None:
         """The JSON-RPC response to the call, or None when the client cancelled it. `emit` sends a message of ours
         on this request's stream (a question through the agent's client) before the response."""
-        client, elicits = self._clients.get(transport_id, (None, False))
+        known = self._clients.get(transport_id)
+        session, client, elicits = known if known is not None else (self._sessions.name_of(transport_id), None, False)
 
         async def ask(message: str, schema: dict[str, Any]) -> bool:
             return await ask_client(self._asked, self._ask_ids, message, schema, emit)
 
-        ctx = CallContext(
-            session_id=self._sessions.name_of(transport_id), client=client, elicit=ask if elicits else None
-        )
+        ctx = CallContext(session_id=session, client=client, elicit=ask if elicits else None)
         key = (transport_id, id_key(request_id))
         with anyio.CancelScope() as scope:
             self._running[key] = scope

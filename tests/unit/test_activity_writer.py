@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,8 +44,29 @@ def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pyt
 def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path) -> None:
     log = ActivityLog(tmp_path / "a.jsonl")
     seen: list[str] = []
-    log.subscribe(lambda r: seen.append(r["id"]))
+    log.subscribe(lambda r: seen.append(r()["id"]))
     log.subscribe(lambda r: 1 / 0)  # type: ignore[arg-type,return-value]
+    log.subscribe(lambda r: seen.append(r()["server"]))
     record = ActivityRecord(server="s")
     assert log.append(record) is not None
-    assert seen == [record.id]
+    assert seen == [record.id, "s"]
+
+
+def test_a_record_is_made_for_listeners_once_and_only_when_one_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = ActivityLog(tmp_path / "a.jsonl")
+    made: list[int] = []
+    real = ActivityRecord.model_dump
+
+    def counted(self: ActivityRecord, **kwargs: Any) -> dict[str, Any]:
+        made.append(1)
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(ActivityRecord, "model_dump", counted)
+    payloads: list[Any] = []
+    log.subscribe(payloads.append)  # a listener with nobody to tell: never asks
+    log.append(ActivityRecord(server="s"))
+    assert made == []
+    seen = [payloads[0]()["server"], payloads[0]()["server"]]
+    assert seen == ["s", "s"] and made == [1]
