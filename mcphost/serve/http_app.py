@@ -19,7 +19,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -77,7 +76,7 @@ class BearerTokenGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            supplied = dict(scope.get("headers") or []).get(b"authorization", b"")
+            supplied = header(scope, b"authorization") or b""
             if not hmac.compare_digest(supplied, self._expected):
                 message = "missing or wrong bearer token: see `mcphost status`"
                 if self._other is not None and hmac.compare_digest(supplied, self._other):
@@ -95,24 +94,44 @@ class LoopbackOnly:
 
     def __init__(self, app: ASGIApp, port: int) -> None:
         self.app = app
-        self.settings = security_settings(port)
+        settings = security_settings(port)
+        self._hosts = frozenset(h.encode("latin-1") for h in settings.allowed_hosts)
+        self._origins = frozenset(o.encode("latin-1") for o in settings.allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            headers = Headers(scope=scope)
-            host = headers.get("host")
-            origin = headers.get("origin")
-            if host not in self.settings.allowed_hosts:
+            host, origin = headers_of(scope, b"host", b"origin")
+            if host not in self._hosts:
                 await _refuse(421, "misdirected", "this daemon answers only at its loopback address")(
                     scope, receive, send
                 )
                 return
-            if origin is not None and origin not in self.settings.allowed_origins:
+            if origin is not None and origin not in self._origins:
                 await _refuse(403, "forbidden_origin", "requests from web pages of other origins are refused")(
                     scope, receive, send
                 )
                 return
         await self.app(scope, receive, send)
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of the header `name` (lower case), as Starlette's `Headers.get` gives it, without building
+    a `Headers` for one look-up: every request to the daemon passes through three of these."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def headers_of(scope: Scope, *names: bytes) -> list[bytes | None]:
+    """The first value of each header in `names` (lower case), in one pass over the request's headers."""
+    found: list[bytes | None] = [None] * len(names)
+    for key, value in scope["headers"]:
+        if key in names:
+            at = names.index(key)
+            if found[at] is None:
+                found[at] = bytes(value)
+    return found
 
 
 def security_settings(port: int) -> TransportSecuritySettings:
@@ -124,7 +143,9 @@ def security_settings(port: int) -> TransportSecuritySettings:
     )
 
 
-_JSON_AND_STREAM = ("application/json", "text/event-stream")
+_JSON_AND_STREAM = (b"application/json", b"text/event-stream")
+_SESSION = SESSION_HEADER.encode()
+_VERSION = VERSION_HEADER.encode()
 
 
 class CallShortcut:
@@ -143,15 +164,14 @@ class CallShortcut:
         if scope["type"] != "http" or scope["method"] not in ("POST", "DELETE"):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        session = headers.get(SESSION_HEADER)
+        raw_session, raw_version, raw_accept = headers_of(scope, _SESSION, _VERSION, b"accept")
+        session = raw_session.decode("latin-1") if raw_session is not None else None
         if scope["method"] == "DELETE":
             await self.app(scope, receive, send)
             if session is not None:
                 self.calls.closed(session)
             return
-        version = headers.get(VERSION_HEADER)
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self.app(scope, receive, send)
             return
         body = await _body(receive)
@@ -170,7 +190,7 @@ class CallShortcut:
             await self.app(scope, replay, send)
             return
         method = message.get("method")
-        accept = headers.get("accept", "")
+        accept = raw_accept or b""
         if method == "tools/call" and all(kind in accept for kind in _JSON_AND_STREAM):
             call = shortcut_call(message)
             if call is not None:

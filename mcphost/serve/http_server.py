@@ -53,8 +53,18 @@ async def serve_http(
     app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path, calls=calls)
     # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in
     # flight (a call cut short is recorded as cancelled) and the upstreams are closed.
+    # No proxy stands in front of a loopback daemon: X-Forwarded-* from any local process is not to be believed (and
+    # their middleware cost every request); the Server header would only name the software to whoever asks.
     server = _Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=3)
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            timeout_graceful_shutdown=3,
+            proxy_headers=False,
+            server_header=False,
+        )
     )
     # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
     server.on_exit = lambda: host.broker.close("mcphost is shutting down")

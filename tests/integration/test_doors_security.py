@@ -142,6 +142,13 @@ async def test_foreign_hosts_and_origins_are_refused_on_every_route(shared: Daem
     assert unknown.status_code == 404
 
 
+async def test_the_daemon_does_not_name_its_http_server_software(shared: Daemon) -> None:
+    async with httpx2.AsyncClient(timeout=15) as http:
+        for url, token in ((shared.url, shared.headers), (shared.api_url, shared.api_headers)):
+            response = await http.get(url, headers=token)
+            assert "server" not in response.headers, (url, response.headers)
+
+
 # ---- stdio: every request gets an answer
 
 DEEP = 250
