@@ -3,6 +3,8 @@
 The upstream is tests/servers/probe.py (tool `read_notes {"text": "x"}`). The paths:
 
 - direct stdio: the client spawns probe.py itself (the baseline, 1.0x);
+- the floor of mcphost's design: bench/floor_relay.py, a line relay that makes each answer durable (fdatasync)
+  before passing it on and does nothing else (what any stdio proxy with a durable record costs on this machine);
 - `mcphost mcp --in-process`: mcphost over stdio, the gateway in that process;
 - `mcphost mcp` relaying to a running `mcphost serve` (the same config);
 - `mcphost serve` over streamable HTTP (URL and token from its discovery file);
@@ -48,6 +50,7 @@ from bench.common import BenchFailure, machine, percentile, run_bench
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "servers" / "probe.py"
+FLOOR = REPO / "bench" / "floor_relay.py"
 
 PROTOCOL_VERSION = "2025-06-18"
 DIRECT_TOOL = "read_notes"
@@ -64,11 +67,12 @@ START_TIMEOUT_S = 60.0
 SLOW_CALL_NS = 100_000_000  # --sdk: a path whose warm-up calls take longer gets SLOW_CALLS_PER_ROUND calls per round
 SLOW_CALLS_PER_ROUND = 5
 
-PATHS = ("direct", "in-process", "relay", "http", "supergateway", "mcp-proxy")
+PATHS = ("direct", "floor", "in-process", "relay", "http", "supergateway", "mcp-proxy")
 MCPHOST_PATHS = ("in-process", "relay", "http")
 PEERS = ("supergateway", "mcp-proxy")
 LABELS = {
     "direct": "direct stdio (client spawns probe.py)",
+    "floor": "floor: line relay + fdatasync per answer, nothing else",
     "in-process": "mcphost mcp --in-process (stdio)",
     "relay": "mcphost mcp -> mcphost serve (stdio relay)",
     "http": "mcphost serve (streamable HTTP)",
@@ -797,13 +801,22 @@ def count_tool_calls(path: Path) -> int:
         return sum(1 for line in fh if line.strip() and json.loads(line).get("type") == "tool_call")
 
 
+def floor_argv(box: Sandbox, fsync: bool) -> list[str]:
+    """The floor relay in front of probe.py, its log beside mcphost's (same file system)."""
+    log = box.data / "floor.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return [sys.executable, str(FLOOR), str(log), *([] if fsync else ["--no-fsync"]), "--", sys.executable, str(PROBE)]
+
+
 def open_plain(
-    key: str, box: Sandbox, stack: ExitStack, urls: dict[str, tuple[str, dict[str, str]]]
+    key: str, box: Sandbox, stack: ExitStack, urls: dict[str, tuple[str, dict[str, str]]], fsync: bool = True
 ) -> tuple[Rpc, bool]:
     """A connected, initialised plain client for path `key`; whether its calls go through mcphost."""
     rpc: Rpc
     if key == "direct":
         rpc = StdioRpc([sys.executable, str(PROBE)], dict(os.environ), stack.enter_context(box.stderr_file("direct")))
+    elif key == "floor":
+        rpc = StdioRpc(floor_argv(box, fsync), dict(os.environ), stack.enter_context(box.stderr_file("floor")))
     elif key in ("in-process", "relay"):
         argv = [*mcphost_command(), "mcp", "--config", str(box.config)]
         if key == "in-process":
@@ -861,7 +874,7 @@ def measure_plain(
             continue
         start = time.perf_counter()
         try:
-            rpc, through = open_plain(key, box, stack, urls)
+            rpc, through = open_plain(key, box, stack, urls, opts.fsync)
         except (RpcError, BenchFailure, OSError, ValueError) as exc:
             if key in PEERS:
                 unavailable[key] = f"could not open a session: {exc}"
@@ -907,9 +920,12 @@ def measure_sdk(
                     continue
                 start = time.perf_counter()
                 errlog = astack.enter_context((box.root / f"sdk-{mode}-{key}.stderr").open("w", encoding="utf-8"))
-                if key in ("direct", "in-process", "relay"):
+                if key in ("direct", "floor", "in-process", "relay"):
                     if key == "direct":
                         params = StdioServerParameters(command=sys.executable, args=[str(PROBE)], cwd=str(REPO))
+                    elif key == "floor":
+                        argv = floor_argv(box, opts.fsync)
+                        params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO))
                     else:
                         argv = [*mcphost_command(), "mcp", "--config", str(box.config)]
                         argv += ["--in-process"] if key == "in-process" else []
@@ -1109,6 +1125,11 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"(keep-alive connections the server closed while idle, reopened by the client: {', '.join(reopened)})"
         )
+    rows = {r["path"]: r for r in report["rows"]}
+    floor = rows.get("floor")
+    over = [f"{k} {rows[k]['p50_ms'] / floor['p50_ms']:.2f}x" for k in MCPHOST_PATHS if k in rows] if floor else []
+    if over:
+        lines.append(f"(against the floor, the least a proxy with a durable record costs here: {', '.join(over)})")
     if report.get("sdk_rows"):
         lines += ["", "the same paths with the MCP SDK client (ratio to the SDK's direct stdio in the same mode)", ""]
         lines += table(report["sdk_rows"], report["unavailable"], [])
