@@ -801,6 +801,35 @@ def count_tool_calls(path: Path) -> int:
         return sum(1 for line in fh if line.strip() and json.loads(line).get("type") == "tool_call")
 
 
+FSYNC_SAMPLES = 300
+IDLE_S = 0.001  # about the time a call leaves the disk idle between two records
+
+
+def fsync_cost(directory: Path) -> dict[str, float]:
+    """What one durable append costs on the file system under `directory`: the p50 of a record-sized append and its
+    fdatasync, back to back and after IDLE_S of idle (as sequential calls leave it). On a virtual disk the second can
+    be several times the first, and it is the one a sequential agent pays."""
+    path = directory / "fsync-probe.jsonl"
+    line = b"x" * 607 + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        costs: dict[str, float] = {}
+        for label, idle in (("back_to_back_ms", 0.0), ("after_idle_ms", IDLE_S)):
+            samples = []
+            for _ in range(FSYNC_SAMPLES):
+                if idle:
+                    time.sleep(idle)
+                os.write(fd, line)
+                start = time.perf_counter_ns()
+                os.fdatasync(fd)
+                samples.append(time.perf_counter_ns() - start)
+            costs[label] = statistics.median(samples) / 1e6
+        return costs
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
 def floor_argv(box: Sandbox, fsync: bool) -> list[str]:
     """The floor relay in front of probe.py, its log beside mcphost's (same file system)."""
     log = box.data / "floor.jsonl"
@@ -1026,6 +1055,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mcphost-bench-paths-") as tmp:
         box = Sandbox(Path(tmp))
         box.prepare(opts.fsync)
+        fsync = fsync_cost(box.root)
         with deadline(opts.timeout):
             with ExitStack() as stack:
                 urls, versions, unavailable = start_servers(opts.paths, box, stack)
@@ -1058,6 +1088,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "sdk": opts.sdk,
         },
         "activity_log_tool_calls": logged,
+        "fsync": fsync,
         "rows": rows_of(plain, next((t for t in plain if t.key == "direct"), None)),
         "unavailable": unavailable,
     }
@@ -1115,6 +1146,8 @@ def render(report: dict[str, Any]) -> str:
         "path",
         f"through mcphost: call_tool_read, policy allow, activity log on, {s['activity_log'].split(', ')[1]} "
         f"({report['activity_log_tool_calls']} tool_call records, one per call made: checked)",
+        f"a durable append here (608 bytes + fdatasync, p50): {report['fsync']['back_to_back_ms']:.3f} ms back to "
+        f"back, {report['fsync']['after_idle_ms']:.3f} ms after {IDLE_S * 1000:.0f} ms idle",
         f"{s['calls_per_round']} sequential calls per path per round, {s['rounds']} rounds (order rotated), after "
         f"{s['warmup']} warm-up calls; p50/p95: the median over the rounds of each round's p50/p95",
         "",
