@@ -76,7 +76,8 @@ class BearerTokenGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            supplied = header(scope, b"authorization") or b""
+            (supplied,) = headers_of(scope, b"authorization")
+            supplied = supplied or b""
             if not hmac.compare_digest(supplied, self._expected):
                 message = "missing or wrong bearer token: see `mcphost status`"
                 if self._other is not None and hmac.compare_digest(supplied, self._other):
@@ -114,17 +115,10 @@ class LoopbackOnly:
         await self.app(scope, receive, send)
 
 
-def header(scope: Scope, name: bytes) -> bytes | None:
-    """The first value of the header `name` (lower case), as Starlette's `Headers.get` gives it, without building
-    a `Headers` for one look-up: every request to the daemon passes through three of these."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
 def headers_of(scope: Scope, *names: bytes) -> list[bytes | None]:
-    """The first value of each header in `names` (lower case), in one pass over the request's headers."""
+    """The first value of each header in `names` (lower case), as Starlette's `Headers.get` gives it, in one pass
+    over the request's own list: every request to the daemon passes three layers that look headers up, and a
+    `Headers` object per look-up cost more than the look-up."""
     found: list[bytes | None] = [None] * len(names)
     for key, value in scope["headers"]:
         if key in names:

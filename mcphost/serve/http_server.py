@@ -52,9 +52,9 @@ async def serve_http(
     calls = HttpCalls(host.gateway, sessions)
     app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path, calls=calls)
     # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in
-    # flight (a call cut short is recorded as cancelled) and the upstreams are closed.
-    # No proxy stands in front of a loopback daemon: X-Forwarded-* from any local process is not to be believed (and
-    # their middleware cost every request); the Server header would only name the software to whoever asks.
+    # flight (a call cut short is recorded as cancelled) and the upstreams are closed. No proxy stands in front of a
+    # loopback daemon: X-Forwarded-* from any local process is not to be believed (and its middleware cost every
+    # request); a Server header would only name the software to whoever asks.
     server = _Server(
         uvicorn.Config(
             app,
