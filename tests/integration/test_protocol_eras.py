@@ -121,34 +121,32 @@ async def test_a_handshake_only_stdio_upstream_is_spoken_to_with_initialize_and_
     assert hostile.requests("initialize") == 1
 
 
+async def protocol_spoken(sandbox: Sandbox, server: str, tool: str) -> str:
+    """The revision mcphost negotiated with the one upstream in `server` (a [servers.*] table), once a read call
+    through it has worked."""
+    sandbox.write_config(ALLOW_ALL + server)
+    async with agent(sandbox) as client:
+        result = await client.call_tool("call_tool_read", read_call(tool, "era"))
+    assert text_of(result) == "read_notes: era"
+    (connected,) = records_of(sandbox, "upstream_connected")
+    return str(connected["details"]["protocol"])
+
+
 async def test_a_stdio_upstream_of_both_eras_is_spoken_to_after_the_handshake(sandbox: Sandbox) -> None:
     # On a pipe of its own the 2026 era's statelessness buys nothing, and its per-request envelope costs the server
     # on every call: `auto` takes the handshake first there.
-    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
-    async with agent(sandbox) as client:
-        result = await client.call_tool("call_tool_read", read_call("probe:read_notes", "both"))
-    assert text_of(result) == "read_notes: both"
-    (connected,) = records_of(sandbox, "upstream_connected")
-    assert connected["details"]["protocol"] in HANDSHAKE_PROTOCOL_VERSIONS
+    assert await protocol_spoken(sandbox, sandbox.probe_server(), "probe:read_notes") in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 async def test_an_http_upstream_of_both_eras_is_spoken_to_in_2026_07_28(sandbox: Sandbox) -> None:
     async with http_probe() as url:
-        sandbox.write_config(ALLOW_ALL + f'[servers.remote]\nurl = "{url}"\n')
-        async with agent(sandbox) as client:
-            result = await client.call_tool("call_tool_read", read_call("remote:read_notes", "both, over http"))
-    assert text_of(result) == "read_notes: both, over http"
-    (connected,) = records_of(sandbox, "upstream_connected")
-    assert connected["details"]["protocol"] == MODERN
+        spoken = await protocol_spoken(sandbox, f'[servers.remote]\nurl = "{url}"\n', "remote:read_notes")
+    assert spoken == MODERN
 
 
-async def test_a_stdio_upstream_pinned_to_2026_07_28_is_never_asked_for_the_handshake(sandbox: Sandbox) -> None:
-    sandbox.write_config(ALLOW_ALL + sandbox.probe_server(extra='protocol = "2026-07-28"'))
-    async with agent(sandbox) as client:
-        result = await client.call_tool("call_tool_read", read_call("probe:read_notes", "pinned"))
-    assert text_of(result) == "read_notes: pinned"
-    (connected,) = records_of(sandbox, "upstream_connected")
-    assert connected["details"]["protocol"] == MODERN
+async def test_a_stdio_upstream_pinned_to_2026_07_28_is_spoken_to_in_it(sandbox: Sandbox) -> None:
+    pinned = sandbox.probe_server(extra='protocol = "2026-07-28"')
+    assert await protocol_spoken(sandbox, pinned, "probe:read_notes") == MODERN
 
 
 async def test_a_server_pinned_to_legacy_is_never_probed(tmp_path: Path) -> None:
