@@ -695,8 +695,8 @@ def mcp_proxy_peer(cache: Path, port: int) -> Peer:
     return Peer("mcp-proxy", version, argv, dict(os.environ), "/mcp")
 
 
-def start_peer(key: str, box: Sandbox, stack: ExitStack) -> tuple[Peer, str]:
-    """Install if need be, start, wait for the port; returns the peer and its streamable HTTP URL."""
+def start_peer(key: str, box: Sandbox, stack: ExitStack) -> tuple[Peer, str, int]:
+    """Install if need be, start, wait for the port; returns the peer, its streamable HTTP URL and its process id."""
     port = free_port()
     cache = cache_dir()
     if key == "supergateway":
@@ -714,10 +714,71 @@ def start_peer(key: str, box: Sandbox, stack: ExitStack) -> tuple[Peer, str]:
         stop_group(process)
         tail = box.stderr_tail(key)
         raise PeerUnavailable(f"{exc}" + (f" ({tail.splitlines()[-1]})" if tail else "")) from None
-    return peer, f"http://127.0.0.1:{port}{peer.path}"
+    return peer, f"http://127.0.0.1:{port}{peer.path}", process.pid
 
 
 # ---------------------------------------------------------------------------------------------------- measuring
+
+
+class CpuWatch:
+    """CPU time of a path's processes, read from /proc (Linux): the upstream (probe.py) apart from the rest, which is
+    the path's own cost (mcphost, its relay and daemon, a peer, the floor). The ratios move with the machine's speed
+    that hour; what a path spends on the CPU per call says what it costs whatever the hour. Nanoseconds on the CPU,
+    every thread (`/proc/<pid>/task/<tid>/schedstat`), so a round of 200 calls reads well below a clock tick."""
+
+    def __init__(self, proxy: list[int], upstream: list[int]) -> None:
+        self.proxy, self.upstream = proxy, upstream
+
+    @classmethod
+    def of(cls, roots: list[int]) -> CpuWatch | None:
+        """The processes under `roots` as they are now, or None where /proc cannot say."""
+        if not roots or not Path(f"/proc/{os.getpid()}/task").is_dir():
+            return None
+        tree: list[int] = []
+        todo = list(roots)
+        while todo:
+            pid = todo.pop()
+            if pid in tree or pid == os.getpid():
+                continue
+            tree.append(pid)
+            todo += _children(pid)
+        if cls._on_cpu(tree) is None:
+            return None
+        # probe.py run as a script; a relay or peer that names it in its own arguments is not the upstream.
+        probe = str(PROBE).encode()
+        upstream = [pid for pid in tree if _cmdline(pid).split(b"\0")[1:2] == [probe]]
+        return cls([pid for pid in tree if pid not in upstream], upstream)
+
+    def sample(self) -> tuple[int, int] | None:
+        proxy, upstream = self._on_cpu(self.proxy), self._on_cpu(self.upstream)
+        return None if proxy is None or upstream is None else (proxy, upstream)
+
+    @staticmethod
+    def _on_cpu(pids: list[int]) -> int | None:
+        total = 0
+        try:
+            for pid in pids:
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    total += int((task / "schedstat").read_bytes().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None  # a process gone, or no schedstat: no figure rather than a wrong one
+        return total
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                found += [int(child) for child in (task / "children").read_bytes().split()]
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 @dataclass
@@ -732,6 +793,9 @@ class Target:
     calls_made: int = 0
     bad: list[str] = field(default_factory=list)
     rounds_ns: list[list[int]] = field(default_factory=list)
+    roots: list[int] = field(default_factory=list)  # the processes the path runs on (their children too)
+    cpu: CpuWatch | None = None
+    cpu_rounds: list[tuple[float, float]] = field(default_factory=list)  # (proxy, upstream) ms a call, per round
 
     def checked_call(self) -> int:
         """One call; its latency in ns. The answer is checked after the clock stops."""
@@ -766,9 +830,14 @@ def interleaved(targets: list[Target], warmup: int, rounds: int, calls: int, dro
             raise BenchFailure(f"{target.bad[0]}; expected is_error=False, text={EXPECTED_TEXT!r}")
         for _ in range(warmup):
             target.checked_call()
+        target.cpu = CpuWatch.of(target.roots)
 
     def one_round(target: Target) -> None:
+        before = target.cpu.sample() if target.cpu is not None else None
         target.rounds_ns.append([target.checked_call() for _ in range(calls)])
+        after = target.cpu.sample() if target.cpu is not None else None
+        if before is not None and after is not None:
+            target.cpu_rounds.append(((after[0] - before[0]) / calls / 1e6, (after[1] - before[1]) / calls / 1e6))
 
     for target in list(live):
         guarded(target, first)
@@ -791,6 +860,12 @@ def summary(target: Target) -> dict[str, Any]:
         "round_p50s_ms": p50s,
         "mean_ms": statistics.fmean(every) / 1e6,
         "timed_calls": len(every),
+        "cpu_ms_per_call": {
+            "proxy": statistics.median(r[0] for r in target.cpu_rounds),
+            "upstream": statistics.median(r[1] for r in target.cpu_rounds),
+        }
+        if target.cpu_rounds
+        else None,
     }
 
 
@@ -864,24 +939,27 @@ def open_plain(
 
 def start_servers(
     paths: list[str], box: Sandbox, stack: ExitStack
-) -> tuple[dict[str, tuple[str, dict[str, str]]], dict[str, str], dict[str, str]]:
-    """The daemon and the peers the chosen paths need: their URLs and headers, peer versions, unavailable peers."""
+) -> tuple[dict[str, tuple[str, dict[str, str]]], dict[str, str], dict[str, str], dict[str, int]]:
+    """The daemon and the peers the chosen paths need: their URLs and headers, peer versions, unavailable peers, and
+    the process serving each path that has one ("relay" and "http": the daemon)."""
     urls: dict[str, tuple[str, dict[str, str]]] = {}
     versions: dict[str, str] = {}
     unavailable: dict[str, str] = {}
+    pids: dict[str, int] = {}
     if "relay" in paths or "http" in paths:
         daemon = start_daemon(box, stack)
         urls["http"] = (daemon.url, daemon.headers)
+        pids["relay"] = pids["http"] = daemon.process.pid
     for key in PEERS:
         if key not in paths:
             continue
         try:
-            peer, url = start_peer(key, box, stack)
+            peer, url, pid = start_peer(key, box, stack)
         except PeerUnavailable as exc:
             unavailable[key] = str(exc)
             continue
-        urls[key], versions[key] = (url, {}), peer.version
-    return urls, versions, unavailable
+        urls[key], versions[key], pids[key] = (url, {}), peer.version, pid
+    return urls, versions, unavailable, pids
 
 
 def label(key: str, versions: dict[str, str]) -> str:
@@ -896,6 +974,7 @@ def measure_plain(
     urls: dict[str, tuple[str, dict[str, str]]],
     versions: dict[str, str],
     unavailable: dict[str, str],
+    pids: dict[str, int],
 ) -> list[Target]:
     targets: list[Target] = []
     for key in opts.paths:
@@ -916,6 +995,8 @@ def measure_plain(
 
         target = Target(key, label(key, versions), call, through, (time.perf_counter() - start) * 1000)
         target.rpc = rpc
+        target.roots = [rpc.process.pid] if isinstance(rpc, StdioRpc) else []
+        target.roots += [pids[key]] if key in pids else []
         targets.append(target)
     interleaved(targets, opts.warmup, opts.rounds, opts.calls, unavailable)
     return targets
@@ -1058,8 +1139,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
         fsync = fsync_cost(box.root)
         with deadline(opts.timeout):
             with ExitStack() as stack:
-                urls, versions, unavailable = start_servers(opts.paths, box, stack)
-                plain = measure_plain(opts, box, stack, urls, versions, unavailable)
+                urls, versions, unavailable, pids = start_servers(opts.paths, box, stack)
+                plain = measure_plain(opts, box, stack, urls, versions, unavailable, pids)
                 sdk: list[Target] = []
                 if opts.sdk:
                     for mode in ("legacy", "auto"):
@@ -1150,6 +1231,8 @@ def render(report: dict[str, Any]) -> str:
         f"back, {report['fsync']['after_idle_ms']:.3f} ms after {IDLE_S * 1000:.0f} ms idle",
         f"{s['calls_per_round']} sequential calls per path per round, {s['rounds']} rounds (order rotated), after "
         f"{s['warmup']} warm-up calls; p50/p95: the median over the rounds of each round's p50/p95",
+        "CPU ms/call (median over the rounds, every thread, from /proc): what the path's own processes spent on the "
+        "CPU per call (mcphost's, the relay's and the daemon's, a peer's, the floor's), and what the upstream did",
         "",
     ]
     lines += table(report["rows"], report["unavailable"], [k for k in s["paths"]])
@@ -1175,18 +1258,29 @@ def render(report: dict[str, Any]) -> str:
 
 
 def table(rows: list[dict[str, Any]], unavailable: dict[str, str], order: list[str]) -> list[str]:
-    out = ["| path | p50 ms | p95 ms | vs direct stdio |", "|---|---:|---:|---:|"]
+    cpu = any(r.get("cpu_ms_per_call") for r in rows)
+    head = "| path | p50 ms | p95 ms | vs direct stdio |" + (" CPU ms/call: path | upstream |" if cpu else "")
+    out = [head, "|---|---:|---:|---:|" + ("---:|---:|" if cpu else "")]
     by_path = {r["path"]: r for r in rows}
     # The plain table follows --paths and names the unavailable peers; the SDK table is in its own row order.
     entries: list[dict[str, Any] | str] = [by_path.get(k) or k for k in order] if order else list(rows)
     for r in entries:
         if isinstance(r, str):
             if r in unavailable:
-                out.append(f"| {label(r, {})} | unavailable: {unavailable[r]} | | |")
+                out.append(f"| {label(r, {})} | unavailable: {unavailable[r]} | | |" + (" | |" if cpu else ""))
             continue
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "n/a"
         note = f" ({r['note']})" if r.get("note") else ""
-        out.append(f"| {r['label']}{note} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {ratio} |")
+        line = f"| {r['label']}{note} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {ratio} |"
+        if cpu:
+            spent = r.get("cpu_ms_per_call")
+            if spent is None:
+                line += " | |"
+            else:
+                # The direct path is the upstream alone: nothing of its own to show.
+                own = f"{spent['proxy']:.2f}" if r["path"] != "direct" else "-"
+                line += f" {own} | {spent['upstream']:.2f} |"
+        out.append(line)
     return out
 
 
