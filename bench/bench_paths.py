@@ -722,8 +722,8 @@ def start_peer(key: str, box: Sandbox, stack: ExitStack) -> tuple[Peer, str, int
 
 class CpuWatch:
     """CPU time of a path's processes, read from /proc (Linux): the upstream (probe.py) apart from the rest, which is
-    the path's own cost (mcphost, its relay and daemon, a peer, the floor). The ratios move with the machine's speed
-    that hour; what a path spends on the CPU per call says what it costs whatever the hour. Nanoseconds on the CPU,
+    the path's own cost (mcphost, its relay and daemon, a peer, the floor): the proxies' work side by side, without
+    the direct call (which moves with the upstream's speed that hour) in the denominator. Nanoseconds on the CPU,
     every thread (`/proc/<pid>/task/<tid>/schedstat`), so a round of 200 calls reads well below a clock tick."""
 
     def __init__(self, proxy: list[int], upstream: list[int]) -> None:
