@@ -25,7 +25,7 @@ echo "==> mypy (strict)"
 .venv/bin/mypy
 echo "==> pytest"
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n auto "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a broken suite, not a pass.

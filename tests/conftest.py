@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import Sandbox
+
+# pytest-xdist's workers are given COLUMNS=80 and LINES=24 for their own terminal writer, and the CLI processes the
+# tests start inherit the environment: their tables would be cut to 80 columns, where a serial run's (a pipe, no
+# COLUMNS) keep every cell whole, as a script reading them wants.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture
