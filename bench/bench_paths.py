@@ -861,7 +861,8 @@ def summary(target: Target) -> dict[str, Any]:
         "mean_ms": statistics.fmean(every) / 1e6,
         "timed_calls": len(every),
         "cpu_ms_per_call": {
-            "proxy": statistics.median(r[0] for r in target.cpu_rounds),
+            # None for a path with no process of its own (direct stdio is the upstream alone).
+            "proxy": statistics.median(r[0] for r in target.cpu_rounds) if target.cpu and target.cpu.proxy else None,
             "upstream": statistics.median(r[1] for r in target.cpu_rounds),
         }
         if target.cpu_rounds
@@ -1277,8 +1278,7 @@ def table(rows: list[dict[str, Any]], unavailable: dict[str, str], order: list[s
             if spent is None:
                 line += " | |"
             else:
-                # The direct path is the upstream alone: nothing of its own to show.
-                own = f"{spent['proxy']:.2f}" if r["path"] != "direct" else "-"
+                own = f"{spent['proxy']:.2f}" if spent["proxy"] is not None else "-"
                 line += f" {own} | {spent['upstream']:.2f} |"
         out.append(line)
     return out
