@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 # nothing for it on a call's way back.
 Payload = Callable[[], dict[str, Any]]
 _Listener = Callable[[Payload], None]
+# The live file as one look at it found it: (device, inode, size).
+_Live = tuple[int, int, int]
 # Records kept in memory while the disk refuses them (full, read-only); written first once it accepts again.
 BACKLOG_LIMIT = 10_000
 
@@ -65,6 +67,10 @@ class ActivityLog:
         self.settings = settings or LogSettings()
         self.last_error: str | None = None
         self._fd: int | None = None
+        # (device, inode, size) of the live file as this process left it, ending on a line of its own: while the
+        # file is still so, the next record needs no look at the byte before it (a syscall every record).
+        self._end: tuple[int, int, int] | None = None
+        self._path = os.fspath(path)
         self._lock = threading.Lock()  # one writer thread at a time in this process; flock covers the others
         self._listeners: list[_Listener] = []
         self._backlog: deque[bytes] = deque()
@@ -185,17 +191,24 @@ class ActivityLog:
             return None
 
     def _write_locked(self, data: bytes) -> None:
-        fd = self._lock_live_file()
+        fd, live = self._lock_live_file()
         try:
             if self._backlog:
-                self._flush_backlog(fd)
-            fd = self._rotate_if_needed(fd, len(data))
-            _append_line(fd, data)
+                live = self._flush_backlog(fd, live)
+            fd, live = self._rotate_if_needed(fd, live, len(data))
+            self._append(fd, live, data)
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _flush_backlog(self, fd: int) -> None:
+    def _append(self, fd: int, live: _Live, data: bytes) -> _Live:
+        """`_append_line`, noting where this process left the file; returns the file as it is after."""
+        known_whole, self._end = live == self._end, None
+        size = _append_line(fd, data, live[2], known_whole=known_whole)
+        self._end = after = (live[0], live[1], size)
+        return after
+
+    def _flush_backlog(self, fd: int, live: _Live) -> _Live:
         if self._dropped:
             print(
                 f"mcphost: ERROR: {self._dropped} activity records were lost while the log could not be written",
@@ -204,10 +217,11 @@ class ActivityLog:
             )
             self._dropped = 0
         while self._backlog:
-            _append_line(fd, self._backlog[0])
+            live = self._append(fd, live, self._backlog[0])
             self._backlog.popleft()
             with self._sync:
                 self._written += 1
+        return live
 
     def _hold(self, data: bytes) -> None:
         if len(self._backlog) >= BACKLOG_LIMIT:
@@ -215,18 +229,19 @@ class ActivityLog:
             self._dropped += 1
         self._backlog.append(data)
 
-    def _lock_live_file(self) -> int:
-        """Open and lock the file the path names now: after a rotation by another process, that is a new one."""
+    def _lock_live_file(self) -> tuple[int, _Live]:
+        """Open and lock the file the path names now (after a rotation by another process, that is a new one); the
+        fd, and the file as it is under the lock."""
         for _ in range(100):
             fd = self._open()
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                current = self.path.stat()
+                current = os.stat(self._path)  # noqa: PTH116 (a Path's own stat costs more, every record)
             except FileNotFoundError:
                 current = None
             mine = os.fstat(fd)
             if current is not None and (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
-                return fd
+                return fd, (mine.st_dev, mine.st_ino, mine.st_size)
             fcntl.flock(fd, fcntl.LOCK_UN)
             self._close_fd()
         raise OSError(errno.EAGAIN, "the activity log keeps changing under us (rotated by another process)")
@@ -238,18 +253,19 @@ class ActivityLog:
         return self._fd
 
     def _close_fd(self) -> None:
+        self._end = None  # only while the file stays open here can its inode not name another file
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
 
-    def _rotate_if_needed(self, fd: int, incoming: int) -> int:
+    def _rotate_if_needed(self, fd: int, live: _Live, incoming: int) -> tuple[int, _Live]:
         limit = self.settings.max_bytes
         if limit <= 0:
-            return fd
-        size = os.fstat(fd).st_size
+            return fd, live
+        size = live[2]
         if size == 0 or size + incoming <= limit:
-            return fd
+            return fd, live
         # Records in the old file must be durable before it stops being the live one.
         if self.settings.fsync:
             os.fdatasync(fd)
@@ -267,7 +283,8 @@ class ActivityLog:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         self._fd = new_fd
-        return new_fd
+        new = os.fstat(new_fd)
+        return new_fd, (new.st_dev, new.st_ino, new.st_size)
 
     # ---- failures
 
@@ -289,9 +306,9 @@ class ActivityLog:
         with self._lock:
             if self._backlog:
                 try:
-                    fd = self._lock_live_file()
+                    fd, live = self._lock_live_file()
                     try:
-                        self._flush_backlog(fd)
+                        self._flush_backlog(fd, live)
                     finally:
                         fcntl.flock(fd, fcntl.LOCK_UN)
                 except OSError as exc:
@@ -324,10 +341,11 @@ class _Once:
         return self._made
 
 
-def _append_line(fd: int, data: bytes) -> None:
-    """Write one record; call with the file locked. A failure leaves the file as it was found."""
-    size = os.fstat(fd).st_size
-    if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+def _append_line(fd: int, data: bytes, size: int, *, known_whole: bool = False) -> int:
+    """Write one record (ending in a newline) to a file of `size` bytes; call with the file locked. Returns the size
+    after. `known_whole`: the file ends on a line this process wrote, so its last byte needs no look. A failure
+    leaves the file as it was found."""
+    if size > 0 and not known_whole and os.pread(fd, 1, size - 1) != b"\n":
         # A writer died mid-line: end the torn line so this record starts on a line of its own.
         data = b"\n" + data
     try:
@@ -337,6 +355,7 @@ def _append_line(fd: int, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, size)
         raise
+    return size + len(data)
 
 
 def _write_all(fd: int, data: bytes) -> None:

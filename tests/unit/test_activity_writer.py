@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcphost.activity.record import ActivityRecord
-from mcphost.activity.writer import ActivityLog
+from mcphost.activity.writer import ActivityLog, LogSettings
 
 
 def test_records_are_whole_lines_under_concurrent_appends(tmp_path: Path) -> None:
@@ -70,3 +71,35 @@ def test_a_record_is_made_for_listeners_once_and_only_when_one_asks(
     assert made == []
     seen = [payloads[0]()["server"], payloads[0]()["server"]]
     assert seen == ["s", "s"] and made == [1]
+
+
+def test_the_last_writer_appends_without_looking_back_until_another_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every record used to cost a read of the byte before it (was a writer killed mid-line?); the process that wrote
+    # the file last knows it ends on a line of its own. Anyone else's write, a torn line included, brings the look back.
+    path = tmp_path / "activity.jsonl"
+    looked: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        looked.append(offset)
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    log = ActivityLog(path, LogSettings(fsync=False))
+    for i in range(3):
+        log.append(ActivityRecord(server="here", details={"seq": i}))
+    assert looked == []
+
+    with path.open("ab") as other:
+        other.write(b'{"id": "torn", "server": "half')  # a writer killed mid-line
+    log.append(ActivityRecord(server="here", details={"seq": 3}))
+    assert len(looked) == 1
+    log.append(ActivityRecord(server="here", details={"seq": 4}))
+    assert len(looked) == 1
+    log.close()
+
+    lines = path.read_bytes().split(b"\n")
+    assert lines[3] == b'{"id": "torn", "server": "half', "the torn line stands alone"
+    assert [json.loads(line)["details"]["seq"] for i, line in enumerate(lines) if line and i != 3] == [0, 1, 2, 3, 4]
