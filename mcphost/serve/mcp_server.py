@@ -13,7 +13,7 @@ import secrets
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -30,7 +30,7 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
-from mcphost.serve.stdio import Outbox, Send, dump_line, id_key, valid_id
+from mcphost.serve.stdio import Job, Outbox, Send, dump_line, id_key, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ class DirectCalls:
     def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Outbox], DirectCalls]:
         return lambda out: cls(gateway, session_id, out.put)
 
-    def take(self, message: dict[str, Any], line: bytes) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+    def take(self, message: dict[str, Any], line: bytes) -> Job | bool:
         method = message.get("method")
         if method == "tools/call":
             return self._call(message)
@@ -340,7 +340,7 @@ class DirectCalls:
                     scope.cancel()
         return False
 
-    def _call(self, message: dict[str, Any]) -> Callable[[], Coroutine[Any, Any, None]] | bool:
+    def _call(self, message: dict[str, Any]) -> Job | bool:
         call = shortcut_call(message) if self._opened else None
         if call is None:
             return False
@@ -349,15 +349,13 @@ class DirectCalls:
         if key in self._running:
             return False
 
-        async def run() -> None:
-            with anyio.CancelScope() as scope:
-                self._running[key] = scope
-                try:
-                    result = await call_result(self._gateway, name, arguments, self._context())
-                finally:
-                    self._running.pop(key, None)
-            if scope.cancelled_caught:
-                return
+        async def run(scope: anyio.CancelScope) -> None:
+            # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
+            self._running[key] = scope
+            try:
+                result = await call_result(self._gateway, name, arguments, self._context())
+            finally:
+                self._running.pop(key, None)
             await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}), answers=request_id)
 
         return run

@@ -89,12 +89,16 @@ class Outbox:
 class Shortcut(Protocol):
     """Takes some messages of a session before the SDK session sees them."""
 
-    def take(self, message: dict[str, Any], line: bytes) -> Callable[[], Coroutine[Any, Any, None]] | bool:
-        """A job that answers the message (run as a task of the session), True for a message consumed with
-        nothing to run, False for one the SDK session gets. `line` is the message as it was read."""
+    def take(self, message: dict[str, Any], line: bytes) -> Job | bool:
+        """A job that answers the message, True for a message consumed with nothing to run, False for one the SDK
+        session gets. `line` is the message as it was read."""
         ...
 
 
+# Run as a task of the session under its own cancel scope, which it is given: the session cuts it short through
+# the scope at its end, and the job may too (the agent cancelling its request). One scope for both: each costs an
+# enter and an exit, task look-ups included, on the busiest path.
+Job = Callable[[anyio.CancelScope], Coroutine[Any, Any, None]]
 ShortcutFactory = Callable[[Outbox], Shortcut]
 
 
@@ -356,7 +360,7 @@ class _Calls:
     def __init__(self) -> None:
         self._running: dict[asyncio.Task[None], anyio.CancelScope] = {}
 
-    def start(self, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def start(self, job: Job) -> None:
         scope = anyio.CancelScope()
         task = asyncio.get_running_loop().create_task(_scoped(job, scope))
         self._running[task] = scope
@@ -392,9 +396,9 @@ class _Calls:
             await asyncio.wait(list(self._running))
 
 
-async def _scoped(job: Callable[[], Coroutine[Any, Any, None]], scope: anyio.CancelScope) -> None:
+async def _scoped(job: Job, scope: anyio.CancelScope) -> None:
     with scope:
-        await job()
+        await job(scope)
 
 
 async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:

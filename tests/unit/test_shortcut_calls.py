@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
-
 import anyio
 import pytest
 
-from mcphost.serve.stdio import _Calls
+from mcphost.serve.stdio import Job, _Calls
 
 
-def call(log: list[str], name: str, started: anyio.Event | None = None) -> Callable[[], Coroutine[Any, Any, None]]:
-    async def job() -> None:
+def call(log: list[str], name: str, started: anyio.Event | None = None) -> Job:
+    async def job(scope: anyio.CancelScope) -> None:
         try:
             if started is not None:
                 started.set()
@@ -63,10 +60,10 @@ async def test_a_call_that_fails_outside_its_own_handling_is_logged_and_the_othe
 ) -> None:
     done: list[str] = []
 
-    async def broken() -> None:
+    async def broken(scope: anyio.CancelScope) -> None:
         raise RuntimeError("a bug")
 
-    async def fine() -> None:
+    async def fine(scope: anyio.CancelScope) -> None:
         await anyio.sleep(0.01)
         done.append("fine")
 
@@ -75,3 +72,30 @@ async def test_a_call_that_fails_outside_its_own_handling_is_logged_and_the_othe
         calls.start(fine)
     assert done == ["fine"]
     assert "a bug" in caplog.text
+
+
+async def test_a_call_that_cancels_its_own_scope_ends_quietly_and_the_others_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The agent's notifications/cancelled cuts one call short through the scope the call was given: that call ends
+    # there, its shielded record written, with nothing logged as a failure, and the session's other calls carry on.
+    log: list[str] = []
+    started = anyio.Event()
+    running: dict[str, anyio.CancelScope] = {}
+
+    async def cancelled_by_its_agent(scope: anyio.CancelScope) -> None:
+        running["a"] = scope
+        await call(log, "a", started)(scope)
+        log.append("a answered")  # never: the call was cut short
+
+    async def other(scope: anyio.CancelScope) -> None:
+        await started.wait()
+        running["a"].cancel()
+        await anyio.sleep(0.02)
+        log.append("b answered")
+
+    async with _Calls() as calls:
+        calls.start(cancelled_by_its_agent)
+        calls.start(other)
+    assert log == ["a recorded", "b answered"]
+    assert "failed outside its own handling" not in caplog.text
