@@ -566,11 +566,11 @@ class Daemon:
     headers: dict[str, str]
 
 
-def start_daemon(box: Sandbox, stack: ExitStack) -> Daemon:
+def start_daemon(box: Sandbox, stack: ExitStack, mcphost: list[str] | None = None) -> Daemon:
     """`mcphost serve --port 0`, ready once its discovery file daemon-<pid>.json is in the runtime dir."""
     stderr = stack.enter_context(box.stderr_file("daemon"))
     process = subprocess.Popen(
-        [*mcphost_command(), "serve", "--port", "0", "--config", str(box.config)],
+        [*(mcphost or mcphost_command()), "serve", "--port", "0", "--config", str(box.config)],
         stdin=subprocess.DEVNULL,
         stdout=stderr,
         stderr=stderr,
@@ -914,16 +914,22 @@ def floor_argv(box: Sandbox, fsync: bool) -> list[str]:
 
 
 def open_plain(
-    key: str, box: Sandbox, stack: ExitStack, urls: dict[str, tuple[str, dict[str, str]]], fsync: bool = True
+    key: str,
+    box: Sandbox,
+    stack: ExitStack,
+    urls: dict[str, tuple[str, dict[str, str]]],
+    fsync: bool = True,
+    mcphost: list[str] | None = None,
 ) -> tuple[Rpc, bool]:
-    """A connected, initialised plain client for path `key`; whether its calls go through mcphost."""
+    """A connected, initialised plain client for path `key`; whether its calls go through mcphost (started as
+    `mcphost`, by default the installed command)."""
     rpc: Rpc
     if key == "direct":
         rpc = StdioRpc([sys.executable, str(PROBE)], dict(os.environ), stack.enter_context(box.stderr_file("direct")))
     elif key == "floor":
         rpc = StdioRpc(floor_argv(box, fsync), dict(os.environ), stack.enter_context(box.stderr_file("floor")))
     elif key in ("in-process", "relay"):
-        argv = [*mcphost_command(), "mcp", "--config", str(box.config)]
+        argv = [*(mcphost or mcphost_command()), "mcp", "--config", str(box.config)]
         if key == "in-process":
             argv.append("--in-process")
         rpc = StdioRpc(argv, box.env(), stack.enter_context(box.stderr_file(key)))
@@ -939,7 +945,7 @@ def open_plain(
 
 
 def start_servers(
-    paths: list[str], box: Sandbox, stack: ExitStack
+    paths: list[str], box: Sandbox, stack: ExitStack, mcphost: list[str] | None = None
 ) -> tuple[dict[str, tuple[str, dict[str, str]]], dict[str, str], dict[str, str], dict[str, int]]:
     """The daemon and the peers the chosen paths need: their URLs and headers, peer versions, unavailable peers, and
     the process serving each path that has one ("relay" and "http": the daemon)."""
@@ -948,7 +954,7 @@ def start_servers(
     unavailable: dict[str, str] = {}
     pids: dict[str, int] = {}
     if "relay" in paths or "http" in paths:
-        daemon = start_daemon(box, stack)
+        daemon = start_daemon(box, stack, mcphost)
         urls["http"] = (daemon.url, daemon.headers)
         pids["relay"] = pids["http"] = daemon.process.pid
     for key in PEERS:

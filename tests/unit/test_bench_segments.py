@@ -1,0 +1,29 @@
+"""bench_segments' reading of the stamps: each point is the first stamp of its name, in its process, after the
+previous point and within the call; a call missing a point is left out rather than measured wrong."""
+
+from __future__ import annotations
+
+from bench.bench_segments import ROUTES, stretches
+
+
+def test_each_stretch_runs_from_a_point_to_the_first_stamp_of_the_next_after_it() -> None:
+    route = ROUTES["relay"]
+    stamps = {
+        # Two calls' worth: the second call's stamps must not be taken for the first's.
+        "relay": [(110, "line"), (120, "passed"), (1110, "line"), (1120, "passed")],
+        "mcphost": [
+            (100, "reply"),  # the previous call's answer, before this call started: not this call's
+            (130, "line"),
+            (140, "call"),
+            (150, "forward"),
+            (400, "answer"),
+            (410, "record"),
+            (420, "fsync"),
+            (520, "synced"),
+            (530, "reply"),
+            (1130, "line"),
+        ],
+    }
+    found, whole = stretches(route, [(105, 560), (1105, 1200)], stamps)
+    assert whole == 1, "the second call lacks most of its points"
+    assert found == [[5], [10], [10], [10], [10], [250], [10], [10], [100], [10], [30]]
