@@ -69,7 +69,7 @@ class ActivityLog:
         self._fd: int | None = None
         # (device, inode, size) of the live file as this process left it, ending on a line of its own: while the
         # file is still so, the next record needs no look at the byte before it (a syscall every record).
-        self._end: tuple[int, int, int] | None = None
+        self._end: _Live | None = None
         self._path = os.fspath(path)
         self._lock = threading.Lock()  # one writer thread at a time in this process; flock covers the others
         self._listeners: list[_Listener] = []
