@@ -29,44 +29,33 @@ PROBES = Path(__file__).resolve().parent / "segment_probes.py"
 MCPHOST_PATHS = ("in-process", "relay", "http")
 LABELS = {"in-process": "mcp --in-process", "relay": "mcp -> serve (relay)", "http": "serve (HTTP)"}
 
-# Each path's points in the order a call passes them: (process, stamp). "agent" is the client here.
-_CORE = [("mcphost", n) for n in ("call", "forward", "answer", "record", "fsync", "synced", "reply")]
-ROUTES: dict[str, list[tuple[str, str]]] = {
-    "in-process": [("agent", "start"), ("mcphost", "line"), *_CORE, ("agent", "end")],
-    "relay": [
-        ("agent", "start"),
-        ("relay", "line"),
-        ("relay", "passed"),
-        ("mcphost", "line"),
-        *_CORE,
-        ("agent", "end"),
-    ],
-    "http": [("agent", "start"), ("mcphost", "line"), *_CORE, ("agent", "end")],
+# Each path's points in the order a call passes them: (process, stamp, what the stretch ending there is spent on).
+# "agent" is the client here.
+Point = tuple[str, str, str]
+_START: Point = ("agent", "start", "")
+_LINE: Point = ("mcphost", "line", "the agent's line read by mcphost (HTTP: the request parsed)")
+_RELAYED: list[Point] = [
+    ("relay", "line", "the agent's line read by the relay"),
+    ("relay", "passed", "the relay passes it on"),
+    ("mcphost", "line", "the daemon reads it off the relay's socket"),
+]
+_CORE: list[Point] = [
+    ("mcphost", "call", "from the line to the gateway's call"),
+    ("mcphost", "forward", "checks and decision"),
+    ("mcphost", "answer", "the upstream's round trip"),
+    ("mcphost", "record", "the outcome and its record made"),
+    ("mcphost", "fsync", "the record encoded and appended"),
+    ("mcphost", "synced", "fdatasync"),
+    ("mcphost", "reply", "the result made and written"),
+    ("agent", "end", "until the agent holds the result"),
+]
+ROUTES: dict[str, list[Point]] = {
+    "in-process": [_START, _LINE, *_CORE],
+    "relay": [_START, *_RELAYED, *_CORE],
+    "http": [_START, _LINE, *_CORE],
 }
-# What the time between a point and the next is spent on, named by the point it ends at; in the table's order.
-STRETCHES: dict[tuple[str, str], str] = {
-    ("relay", "line"): "the agent's line read by the relay",
-    ("relay", "passed"): "the relay passes it on",
-    ("mcphost", "line"): "the agent's line read by mcphost (HTTP: the request parsed)",
-    ("mcphost", "call"): "from the line to the gateway's call",
-    ("mcphost", "forward"): "checks and decision",
-    ("mcphost", "answer"): "the upstream's round trip",
-    ("mcphost", "record"): "the outcome and its record made",
-    ("mcphost", "fsync"): "the record encoded and appended",
-    ("mcphost", "synced"): "fdatasync",
-    ("mcphost", "reply"): "the result made and written",
-    ("agent", "end"): "until the agent holds the result",
-}
-
-
-def stretch_name(route: list[tuple[str, str]], point: tuple[str, str]) -> str:
-    if point == ("mcphost", "line") and route[1][0] == "relay":
-        return RELAYED_LINE
-    return STRETCHES[point]
-
-
-RELAYED_LINE = "the daemon reads it off the relay's socket"
-ORDER = [*list(STRETCHES.values())[:2], RELAYED_LINE, *list(STRETCHES.values())[2:]]
+# The table's rows, in the order a call meets them.
+ORDER = [label for _, _, label in [*_RELAYED, _LINE, *_CORE]]
 
 
 def read_stamps(directory: Path) -> dict[int, list[tuple[int, str]]]:
@@ -79,7 +68,7 @@ def read_stamps(directory: Path) -> dict[int, list[tuple[int, str]]]:
 
 
 def stretches(
-    route: list[tuple[str, str]], calls: list[tuple[int, int]], stamps: dict[str, list[tuple[int, str]]]
+    route: list[Point], calls: list[tuple[int, int]], stamps: dict[str, list[tuple[int, str]]]
 ) -> tuple[list[list[int]], int]:
     """For each stretch of `route`, its length (ns) in every call whose every point was found; and how many were."""
     found: list[list[int]] = [[] for _ in route[1:]]
@@ -87,7 +76,7 @@ def stretches(
     for start, end in calls:
         window = {who: _between(list_, start, end) for who, list_ in stamps.items()}
         times: list[int] = []
-        for who, name in route:
+        for who, name, _ in route:
             if who == "agent":
                 times.append(start if name == "start" else end)
                 continue
@@ -165,7 +154,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "p50_us": statistics.median(e - s for s, e in timed[key]) / 1000,
             "calls_traced": whole,
             "stretches": [
-                {"name": stretch_name(route, route[i + 1]), "median_us": statistics.median(v) / 1000 if v else None}
+                {"name": route[i + 1][2], "median_us": statistics.median(v) / 1000 if v else None}
                 for i, v in enumerate(found)
             ],
         }
