@@ -198,8 +198,10 @@ class ActivityLog:
             fd, live = self._rotate_if_needed(fd, live, len(data))
             self._append(fd, live, data)
         finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            # The fd locked now: a rotation that failed half-way has closed the one this began with.
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _append(self, fd: int, live: _Live, data: bytes) -> _Live:
         """`_append_line`, noting where this process left the file; returns the file as it is after."""
@@ -261,11 +263,13 @@ class ActivityLog:
 
     def _rotate_if_needed(self, fd: int, live: _Live, incoming: int) -> tuple[int, _Live]:
         limit = self.settings.max_bytes
-        if limit <= 0:
-            return fd, live
-        size = live[2]
-        if size == 0 or size + incoming <= limit:
-            return fd, live
+        # Again if the new live file is already full: other writers may have filled it before we had its lock.
+        while limit > 0 and live[2] > 0 and live[2] + incoming > limit:
+            fd, live = self._rotate(fd)
+        return fd, live
+
+    def _rotate(self, fd: int) -> tuple[int, _Live]:
+        """Rename the live file (locked on `fd`) to `.1`, the older ones one up; the new live file, locked."""
         # Records in the old file must be durable before it stops being the live one.
         if self.settings.fsync:
             os.fdatasync(fd)
@@ -276,15 +280,18 @@ class ActivityLog:
             with contextlib.suppress(FileNotFoundError):
                 rotated_path(self.path, n).rename(rotated_path(self.path, n + 1))
         self.path.rename(rotated_path(self.path, 1))
-        new_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(new_fd, fcntl.LOCK_EX)
-        _fsync_dir(self.path.parent)
-        # Waiters on the old file's lock wake up, see the path names a new file, and reopen.
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-        self._fd = new_fd
-        new = os.fstat(new_fd)
-        return new_fd, (new.st_dev, new.st_ino, new.st_size)
+        # The new live file is locked the way any writer locks it, checked under its lock: between its creation and
+        # our lock another writer may have filled and rotated it, and a record must never go to a rotated file (a
+        # follower that moved on would not see it). The old file stays locked until then, so its waiters, once
+        # they wake, find the path naming another file and follow it.
+        self._fd, self._end = None, None
+        try:
+            new_fd, live = self._lock_live_file()
+            _fsync_dir(self.path.parent)  # the rename and the new file, durable before any record goes to it
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        return new_fd, live
 
     # ---- failures
 

@@ -103,3 +103,42 @@ def test_the_last_writer_appends_without_looking_back_until_another_writes(
     lines = path.read_bytes().split(b"\n")
     assert lines[3] == b'{"id": "torn", "server": "half', "the torn line stands alone"
     assert [json.loads(line)["details"]["seq"] for i, line in enumerate(lines) if line and i != 3] == [0, 1, 2, 3, 4]
+
+
+def test_a_rotation_outrun_by_another_writer_appends_to_the_live_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer that rotates creates the new live file, then locks it. Between the two, a second writer (the first
+    # one descheduled on a busy machine) can fill that file and rotate it too: the first writer's record must then
+    # go to the newest live file, not to the one just rotated, where a follower that moved on never reads it.
+    path = tmp_path / "activity.jsonl"
+    settings = LogSettings(fsync=False, max_bytes=2000, keep=20)
+    first, second = ActivityLog(path, settings), ActivityLog(path, settings)
+    pad = "x" * 300
+    while not (tmp_path / "activity.jsonl.1").exists() or path.stat().st_size < 1500:
+        first.append(ActivityRecord(server="first", details={"pad": pad}))
+    real_open = os.open
+    outrun: list[bool] = []
+
+    def open_then_outrun(file: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        fd = real_open(file, flags, mode, dir_fd=dir_fd)
+        if os.fspath(file) == os.fspath(path) and flags & os.O_CREAT and not outrun:
+            outrun.append(True)  # once: the second writer's own opens pass straight through
+            rotated = len(list(tmp_path.glob("activity.jsonl.*")))
+            while len(list(tmp_path.glob("activity.jsonl.*"))) == rotated:
+                second.append(ActivityRecord(server="second", details={"pad": pad}))
+        return fd
+
+    before = len(list(tmp_path.glob("activity.jsonl.*")))
+    monkeypatch.setattr(os, "open", open_then_outrun)
+    first.append(ActivityRecord(server="first", tool="last", details={"pad": pad}))
+    monkeypatch.setattr(os, "open", real_open)
+    assert outrun, "the first writer rotated while the second wrote"
+    assert len(list(tmp_path.glob("activity.jsonl.*"))) == before + 2, "both rotated"
+    first.close()
+    second.close()
+
+    live = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [r.get("tool") for r in live if r["server"] == "first"] == ["last"], "the record is in the live file"
+    for rotated in tmp_path.glob("activity.jsonl.*"):
+        assert rotated.stat().st_size <= 2000, f"{rotated.name} grew after it was rotated"
