@@ -374,7 +374,15 @@ class Follower:
         for _ in range(10):
             n = self._rotated_index()
             if n is None:
-                return self._open_checked(self.path)  # ours was deleted by retention: go on with the live file
+                assert self._fd is not None
+                if os.fstat(self._fd).st_nlink:
+                    # Not listed, yet it has a name: a listing taken mid-rename can miss an entry. Look again.
+                    continue
+                # Ours was deleted by retention, so every file left is newer: go on with the oldest of them.
+                for file in reversed(log_files(self.path)):
+                    if (opened := self._open_checked(file)) is not None:
+                        return opened
+                return None
             following = self._open_checked(rotated_path(self.path, n - 1) if n > 1 else self.path)
             if self._rotated_index() == n:  # no rotation in between: `following` really comes after ours
                 return following

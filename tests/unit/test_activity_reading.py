@@ -295,3 +295,48 @@ def test_record_times_are_utc_with_milliseconds_cut_not_rounded(monkeypatch: pyt
     expected = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     assert record.utc_now() == expected
     assert record.utc_now() == expected  # the second's text, now remembered, is the same
+
+
+def test_a_listing_that_misses_the_followed_file_mid_rotation_skips_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A directory listing taken while another process renames files may miss a renamed entry. The followed file not
+    # being listed does not mean retention deleted it: only a file with no name left is gone.
+    import mcphost.activity.reader as reader
+
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", 0)])
+    _, position = tail(path, 1, lambda r: True)
+    follower = Follower(path, position)
+    write(path, [call("read", 1)])
+    path.rename(tmp_path / "activity.jsonl.2")  # two rotations since the last poll
+    write(tmp_path / "activity.jsonl.1", [call("read", 2)])
+    write(path, [call("read", 3)])
+    real = reader.log_files
+    missed: list[bool] = []
+
+    def listing_that_misses_ours(where: Path) -> list[Path]:
+        found = real(where)
+        if not missed:
+            missed.append(True)
+            return [p for p in found if p.name != "activity.jsonl.2"]
+        return found
+
+    monkeypatch.setattr(reader, "log_files", listing_that_misses_ours)
+    seen = follower.poll() + follower.poll()
+    assert missed and [r["tool"] for r in seen] == ["t1", "t2", "t3"]
+    follower.close()
+
+
+def test_a_follower_whose_file_retention_deleted_goes_on_with_the_oldest_file_left(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", 0)])
+    _, position = tail(path, 1, lambda r: True)
+    follower = Follower(path, position)
+    write(path, [call("read", 1)])
+    path.unlink()  # rotated past `keep` between two polls
+    write(tmp_path / "activity.jsonl.2", [call("read", 2)])
+    write(tmp_path / "activity.jsonl.1", [call("read", 3)])
+    write(path, [call("read", 4)])
+    assert [r["tool"] for r in follower.poll()] == ["t1", "t2", "t3", "t4"], "what the deleted file held is read too"
+    follower.close()
