@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from typing import Any
 
 import anyio
@@ -121,13 +120,13 @@ async def test_a_burst_of_saves_ends_on_the_last_one(sandbox: Sandbox) -> None:
     async with agent(sandbox) as client:
         call = {"name": "probe:plain_echo", "args": {"text": "x"}, "intent": intent("write")}
         assert not (await client.call_tool("call_tool_write", call)).is_error
-        started = time.monotonic()
+        # No bound on how long the 50 saves take: on a loaded machine this loop is slow, and the promise (the last
+        # save is the one in force, and nothing undoes it) does not depend on its speed.
         for i in range(50):
             verdict = "allow" if i % 2 == 0 else "deny"  # the last, 49, denies
             text = BASE.replace('write = "allow"', f'write = "{verdict}"') + f"# save {i}\n" + probe
             sandbox.write_config(text)
             await anyio.sleep(0.018)
-        assert time.monotonic() - started < 1.5
         last = hashlib.sha256(text.encode("utf-8")).hexdigest()
         await wait_for(
             lambda: [r for r in records_of(sandbox, "config_reload") if r["details"]["sha256"] == last],
