@@ -387,6 +387,13 @@ EDITOR_PAYLOADS: dict[str, tuple[str, str, JsonSchemaMode]] = {
         f"The result of `{editor_protocol.GRANTS_REVOKE}`: the grants that were removed (none when nothing matched).",
         SENT,
     ),
+    "config-result": (
+        f"{editor_protocol.CONFIG} result",
+        f"Client -> server request `{editor_protocol.CONFIG}` (no params): the config in force, as `mcphost config "
+        "show -o json` prints it (every key with its default filled in, secrets masked), with the SHA-256 of the "
+        "file's bytes it was read from, so that a client can tell whether the file has changed since.",
+        SENT,
+    ),
     "authorize-params": (
         f"{editor_protocol.AUTHORIZE} params",
         f"Client -> server request `{editor_protocol.AUTHORIZE}` (sent by `mcphost hook` and `mcphost "

@@ -21,6 +21,8 @@ export const GRANTS_LIST = 'mcphost/grants';
 export const GRANTS_REVOKE = 'mcphost/revokeGrants';
 // client -> server request from an agent's hook (`mcphost hook`): the extension never sends it
 export const AUTHORIZE = 'mcphost/authorize';
+// client -> server request from `mcphost config show` (the config in force): the extension never sends it
+export const CONFIG = 'mcphost/config';
 // standard JSON-RPC cancellation, sent when a prompt is answered elsewhere, expires, or its call ends
 export const CANCEL_REQUEST = '$/cancelRequest';
 
@@ -39,6 +41,7 @@ export const SCHEMA_METHODS: Record<string, string> = {
   'revoke-grants-result': GRANTS_REVOKE,
   'authorize-params': AUTHORIZE,
   'authorize-result': AUTHORIZE,
+  'config-result': CONFIG,
 };
 
 /** What the extension tells the daemon in `initialize`. */

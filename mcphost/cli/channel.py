@@ -27,6 +27,7 @@ from mcphost.pipes import same_user, socket_is_ours
 STATUS = "mcphost/status"
 GRANTS_LIST = "mcphost/grants"
 GRANTS_REVOKE = "mcphost/revokeGrants"
+CONFIG = "mcphost/config"
 # A daemon that takes longer than this to answer one request from a command is as good as gone.
 ASK_TIMEOUT = 5.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024

@@ -40,25 +40,54 @@ def run_path(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from mcphost.activity.redact import REDACTED, redact
+    shown = _from_daemon(config_path(args.config))
+    if shown is None:
+        from mcphost.config.show import shown_config
 
-    loaded = load_or_exit(args)
-    shown = redact(loaded.config.model_dump(mode="json"))
-    otlp = shown.get("export", {}).get("otlp")
-    if otlp and otlp.get("headers"):
-        # A backend's key is a credential whatever its header is called (x-honeycomb-team names no secret).
-        otlp["headers"] = dict.fromkeys(otlp["headers"], REDACTED)
+        shown = shown_config(load_or_exit(args))
+    path, exists, config = shown["path"], shown["exists"], shown["config"]
     if args.output == "json":
-        print_json({"path": str(loaded.path), "exists": loaded.exists, "config": shown})
+        print_json({"path": path, "exists": exists, "config": config})
         return 0
     import tomli_w
 
-    if loaded.exists:
-        print(f"# the config in force: {loaded.path} (every key, defaults filled in; secrets masked)")
+    if exists:
+        print(f"# the config in force: {path} (every key, defaults filled in; secrets masked)")
     else:
-        print(f"# no config file at {loaded.path}: this is the built-in default ({INIT_HINT}; secrets masked)")
-    sys.stdout.write(tomli_w.dumps(_toml_ready(shown)))
+        print(f"# no config file at {path}: this is the built-in default ({INIT_HINT}; secrets masked)")
+    sys.stdout.write(tomli_w.dumps(_toml_ready(config)))
     return 0
+
+
+def _from_daemon(path: Path) -> dict[str, Any] | None:
+    """The config as the daemon running on `path` holds it, when it read the file as it is now (same bytes, or no
+    file on either side); else None, and the command loads the file itself. A daemon has the models loaded and the
+    file checked: asking it spares the command most of its start-up. A file saved since, or broken (the daemon then
+    keeps the last good config), is loaded here, so that what is shown, and every error, is the file's."""
+    import hashlib
+
+    from mcphost import discovery
+    from mcphost.cli.channel import CONFIG, ask
+
+    info = discovery.for_config(path)
+    if info is None or not info.get("editor_socket"):
+        return None
+    try:
+        data: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        data = None
+    except OSError:
+        return None  # unreadable: the local load says why
+    try:
+        shown = ask(info, "mcphost config show", CONFIG)
+    except discovery.NoDaemon:
+        return None
+    if not isinstance(shown, dict) or not isinstance(shown.get("config"), dict):
+        return None
+    digest = None if data is None else hashlib.sha256(data).hexdigest()
+    if shown.get("exists") != (data is not None) or shown.get("sha256") != digest:
+        return None
+    return {**shown, "path": str(path)}  # the daemon's name for the same file may be spelled otherwise
 
 
 def _toml_ready(value: Any) -> Any:

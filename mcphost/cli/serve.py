@@ -22,6 +22,7 @@ import anyio
 from mcphost import discovery
 from mcphost.cli.common import fail
 from mcphost.config import Config, ConfigError, LoadedConfig, load_config
+from mcphost.config.show import shown_config
 from mcphost.config.starter import embedded_default
 from mcphost.editor.hub import EditorHub
 from mcphost.editor.listener import listening, serve_stdio
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
                 endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
                 hooks=host.hooks,
                 export=host.export_status,
+                shown_config=lambda: shown_config(host.loaded),
             )
             host.on_event(hub.host_changed)
             async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:

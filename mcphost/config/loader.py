@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -49,6 +50,9 @@ class LoadedConfig:
     config: Config
     path: Path
     exists: bool  # False: the file is absent and the embedded default is in force
+    # SHA-256 of the bytes it was read from (None: no file): which version of the file is in force, so that a command
+    # can tell whether a daemon runs on the file as it is now.
+    sha256: str | None = None
 
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
@@ -222,4 +226,4 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
         return LoadedConfig(default(), path, exists=False)
     except OSError as exc:
         raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")]) from None
-    return LoadedConfig(parse_config_bytes(data, path), path, exists=True)
+    return LoadedConfig(parse_config_bytes(data, path), path, exists=True, sha256=hashlib.sha256(data).hexdigest())

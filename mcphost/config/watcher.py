@@ -90,7 +90,7 @@ def _event(path: Path, snapshot: _Snapshot) -> ConfigEvent:
         return Rejected(ConfigError(path, [ConfigIssue("", f"cannot read the file: {snapshot.reason}")]))
     digest = _digest(snapshot)
     try:
-        return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True), digest)
+        return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True, sha256=digest), digest)
     except ConfigError as exc:
         return Rejected(exc, digest)
 

@@ -104,6 +104,7 @@ class EditorConnection(LanguageServer):
             p.STATUS: self._on_status,
             p.GRANTS_LIST: self._on_grants,
             p.GRANTS_REVOKE: self._on_revoke,
+            p.CONFIG: self._on_config,
             p.AUTHORIZE: self._on_authorize,
         }
         for method, handler in handlers.items():
@@ -146,6 +147,9 @@ class EditorConnection(LanguageServer):
     def _on_grants(self, params: Any) -> dict[str, Any]:
         grants = [g.info() for g in self.hub.grants.all()]
         return p.GrantsResult(grants=grants).model_dump(mode="json", exclude_none=True)
+
+    def _on_config(self, params: Any) -> dict[str, Any]:
+        return p.ConfigResult.model_validate(self.hub.shown_config()).model_dump(mode="json")
 
     def _on_revoke(self, params: Any) -> dict[str, Any]:
         try:

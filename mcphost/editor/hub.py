@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 # The config file in force, and why its last save was not applied (None when it was).
 ConfigState = Callable[[], tuple[Path, ConfigError | None]]
+# The config in force as `mcphost config show` prints it (mcphost.config.show.shown_config).
+ShownConfig = Callable[[], dict[str, Any]]
 # The OTLP exporter's counts, when one runs.
 ExportState = Callable[[], "ExportStatus | None"]
 
@@ -54,6 +56,7 @@ class EditorHub:
         endpoint: p.McpEndpoint | None = None,
         hooks: AgentToolGate | None = None,
         export: ExportState | None = None,
+        shown_config: ShownConfig | None = None,
     ) -> None:
         self.broker = broker
         self.grants = grants
@@ -63,6 +66,7 @@ class EditorHub:
         self.endpoint = endpoint or p.McpEndpoint(url=None)
         self.hooks = hooks
         self.export = export or (lambda: None)
+        self._shown_config = shown_config
         self.socket_path: Path | None = None  # set by the listener while it accepts connections
         self.connections: dict[str, EditorConnection] = {}
         self._status_pending = False
@@ -90,6 +94,12 @@ class EditorHub:
             log_error=self.activity.last_error,
             export=_export_status(self.export()),
         )
+
+    def shown_config(self) -> dict[str, Any]:
+        if self._shown_config is None:
+            path, _ = self.config()
+            raise LookupError(f"this daemon does not show its config ({path})")
+        return self._shown_config()
 
     def status_changed(self) -> None:
         """Coalesce a burst of changes (a prompt starting on three editors) into one notification."""

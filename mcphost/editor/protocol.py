@@ -34,6 +34,8 @@ STATUS = "mcphost/status"
 # client -> server requests: remembered approvals
 GRANTS_LIST = "mcphost/grants"
 GRANTS_REVOKE = "mcphost/revokeGrants"
+# client -> server request: the config in force, as `mcphost config show` prints it (secrets masked)
+CONFIG = "mcphost/config"
 # client -> server request: an agent's hook (`mcphost hook`, `mcphost permission-server`) asks about one of the
 # agent's own tool calls; answered once decided (a person may be asked first) and on record
 AUTHORIZE = "mcphost/authorize"
@@ -123,6 +125,17 @@ class RevokeGrantsResult(Payload):
     revoked: list[GrantInfo]
 
 
+class ConfigResult(Payload):
+    """`mcphost/config` result: the config in force, every key with its default filled in, secrets masked."""
+
+    path: str
+    exists: bool = Field(description="False: there is no file, and the built-in default is in force.")
+    sha256: str | None = Field(
+        default=None, description="SHA-256 of the file's bytes the config in force was read from (null: no file)."
+    )
+    config: dict[str, Any]
+
+
 class AuthorizeParams(Payload):
     """`mcphost/authorize` params: one tool call of the agent's own, as its hook described it."""
 
@@ -156,6 +169,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "grants-result": GrantsResult,
     "revoke-grants-params": RevokeGrantsParams,
     "revoke-grants-result": RevokeGrantsResult,
+    "config-result": ConfigResult,
     "authorize-params": AuthorizeParams,
     "authorize-result": AuthorizeResult,
 }

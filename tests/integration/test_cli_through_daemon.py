@@ -184,6 +184,8 @@ async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sa
     [
         ["status"],
         ["grants", "list"],
+        ["config", "show"],
+        ["config", "show", "-o", "json"],
         ["call", "tool-read", "probe:read_notes"],
         ["call", "tool-read", "probe:wipe_notes", "-o", "json"],
         ["tools", "notes"],
@@ -214,6 +216,31 @@ async def test_a_command_asking_the_daemon_imports_only_what_it_runs(sandbox: Sa
     assert loaded == [], f"{argv} imported {loaded}"
     if argv[0] in ("call", "tools"):
         assert "this process" not in done.stderr, "it went through the daemon"
+
+
+async def test_config_show_is_the_daemons_while_it_runs_on_the_file_as_it_is_and_the_files_once_it_changed(
+    sandbox: Sandbox,
+) -> None:
+    secret = "Bearer s3cr3t-token-for-the-test"
+    remote = f'[servers.remote]\nurl = "http://127.0.0.1:9/mcp"\nheaders = {{ Authorization = "{secret}" }}\n'
+    sandbox.write_config('[permissions]\nwrite = "ask"\n' + remote + sandbox.probe_server())
+    alone = [mcphost(sandbox, "config", "show", *output) for output in ((), ("-o", "json"))]
+    async with daemon(sandbox):
+        through = [await run(sandbox, "config", "show", *output) for output in ((), ("-o", "json"))]
+        assert [(r.returncode, r.stdout, r.stderr) for r in through] == [(0, r.stdout, "") for r in alone]
+        assert secret not in through[0].stdout + through[1].stdout
+        assert json.loads(through[1].stdout)["config"]["servers"]["remote"]["headers"]["Authorization"] == "[REDACTED]"
+
+        # A broken save: the daemon keeps the last good config in force, and the command reports the file's error.
+        sandbox.write_config('[permissions]\nwrite = "maybe"\n' + sandbox.probe_server())
+        await poll(lambda: records_of(sandbox, "config_error"), "the daemon to reject the save")
+        broken = await run(sandbox, "config", "show")
+        assert broken.returncode == 1 and "permissions.write" in broken.stderr and broken.stdout == ""
+
+        # A good save is shown as saved, whether or not the daemon has reloaded it yet.
+        sandbox.write_config('[permissions]\nwrite = "deny"\n' + sandbox.probe_server())
+        fixed = json.loads((await run(sandbox, "config", "show", "-o", "json")).stdout)
+        assert fixed["config"]["permissions"]["write"] == "deny"
 
 
 # ---------------------------------------------------------------------------------------------- no daemon to ask

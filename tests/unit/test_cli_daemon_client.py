@@ -236,10 +236,11 @@ def test_the_client_names_what_the_daemon_uses() -> None:
 
     assert daemon_client.WARNING_PREFIX == WARNING_PREFIX
     assert daemon_client.CALL_CLIENT == ONE_SHOT_CLIENT  # the prompt knows a one-shot `mcphost call` by it
-    assert (editor_channel.STATUS, editor_channel.GRANTS_LIST, editor_channel.GRANTS_REVOKE) == (
+    assert (editor_channel.STATUS, editor_channel.GRANTS_LIST, editor_channel.GRANTS_REVOKE, editor_channel.CONFIG) == (
         protocol.STATUS,
         protocol.GRANTS_LIST,
         protocol.GRANTS_REVOKE,
+        protocol.CONFIG,
     )
 
 
@@ -366,3 +367,39 @@ def test_ask_refuses_a_socket_others_could_open(tmp_path: Path) -> None:
         Path(info["editor_socket"]).chmod(0o666)
         with pytest.raises(NoDaemon, match="refusing to attach"):
             editor_channel.ask(info, "mcphost status", "mcphost/status")
+
+
+@pytest.mark.parametrize(
+    ("on_disk", "daemon_read", "used"),
+    [
+        (b"[permissions]\n", b"[permissions]\n", True),  # the daemon runs on the file as it is
+        (b'[permissions]\nwrite = "deny"\n', b"[permissions]\n", False),  # saved since: the daemon is behind
+        (None, None, True),  # no file on either side: the same built-in default
+        (b"[permissions]\n", None, False),  # a file appeared since the daemon started on the default
+        (None, b"[permissions]\n", False),  # the file was removed: the command says so itself
+    ],
+)
+def test_config_show_takes_the_daemons_config_only_when_it_read_the_file_as_it_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_disk: bytes | None, daemon_read: bytes | None, used: bool
+) -> None:
+    import hashlib
+
+    from mcphost import discovery
+    from mcphost.cli import config as config_command
+
+    path = tmp_path / "config.toml"
+    if on_disk is not None:
+        path.write_bytes(on_disk)
+    answer = {
+        "path": "/elsewhere/spelled/config.toml",
+        "exists": daemon_read is not None,
+        "sha256": None if daemon_read is None else hashlib.sha256(daemon_read).hexdigest(),
+        "config": {"permissions": {"write": "from the daemon"}},
+    }
+    monkeypatch.setattr(discovery, "for_config", lambda wanted: {"pid": 1, "editor_socket": str(tmp_path / "s")})
+    monkeypatch.setattr(editor_channel, "ask", lambda info, name, method, params=None: answer)
+    shown = config_command._from_daemon(path)
+    if used:
+        assert shown == {**answer, "path": str(path)}, "the file named as this command names it"
+    else:
+        assert shown is None
