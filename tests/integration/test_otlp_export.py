@@ -104,7 +104,11 @@ async def test_every_record_of_a_daemon_reaches_the_collector_as_a_span_or_a_log
             ),
             "every record at the collector",
         )
-        export = await poll(lambda: (s := status_export(sandbox)) and s["exported"] >= len(written) and s, "counts")
+        # Records may still come after the snapshot (the crashed probe's reconnection): wait for the queue to empty.
+        export = await poll(
+            lambda: (s := status_export(sandbox)) and s["exported"] >= len(written) and s["queued"] == 0 and s,
+            "counts",
+        )
         assert (export["endpoint"], export["dropped"], export["queued"]) == (receiver.url, 0, 0)
         pid = d.process.pid
 
