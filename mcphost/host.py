@@ -153,7 +153,7 @@ class Host:
 
     def handle_config_event(self, event: ConfigEvent) -> None:
         if isinstance(event, Reloaded):
-            self.apply_config(event.loaded, event.sha256)
+            self.apply_config(event.loaded)
         elif isinstance(event, Rejected):
             self.reject(event.error, event.sha256)
         elif isinstance(event, Missing):
@@ -163,7 +163,7 @@ class Host:
                 flush=True,
             )
 
-    def apply_config(self, new: LoadedConfig, sha256: str | None = None) -> ConfigDiff:
+    def apply_config(self, new: LoadedConfig) -> ConfigDiff:
         old = self.loaded
         diff = diff_configs(old.config, new.config)
         cleared = self.config_error is not None
@@ -174,7 +174,12 @@ class Host:
             self._configure_export(new)
         if diff.servers_added or diff.servers_removed or diff.servers_restarted:
             self.upstreams.apply(self._servers())
-        details: dict[str, Any] = {"file": str(new.path), **diff.to_dict(), "summary": diff.summary(), "sha256": sha256}
+        details: dict[str, Any] = {
+            "file": str(new.path),
+            **diff.to_dict(),
+            "summary": diff.summary(),
+            "sha256": new.sha256,
+        }
         if cleared:
             details["cleared_error"] = True
         self.activity.append(ActivityRecord(type=RecordType.CONFIG_RELOAD.value, details=details))

@@ -48,7 +48,11 @@ MAX_LINKS = 40  # the kernel's own limit on a chain of symlinks
 @dataclass(frozen=True, slots=True)
 class Reloaded:
     loaded: LoadedConfig
-    sha256: str | None = None  # of the file's bytes: which version of the file is in force, for the record
+
+    @property
+    def sha256(self) -> str | None:
+        """Of the file's bytes: which version of the file is in force, for the record."""
+        return self.loaded.sha256
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +94,7 @@ def _event(path: Path, snapshot: _Snapshot) -> ConfigEvent:
         return Rejected(ConfigError(path, [ConfigIssue("", f"cannot read the file: {snapshot.reason}")]))
     digest = _digest(snapshot)
     try:
-        return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True, sha256=digest), digest)
+        return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True, sha256=digest))
     except ConfigError as exc:
         return Rejected(exc, digest)
 
