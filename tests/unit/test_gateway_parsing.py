@@ -6,7 +6,7 @@ import pytest
 
 from mcphost.activity.record import new_record_id
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.gateway.arguments import parse_args, split_name
+from mcphost.gateway.arguments import MAX_DEPTH, check_input, parse_args, split_name
 from mcphost.intent import ToolVariant
 
 R = ToolVariant.READ
@@ -52,3 +52,41 @@ def test_record_ids_sort_by_time() -> None:
     ids = [new_record_id(ms) for ms in (1, 2, 1_000_000, 2**47)]
     assert ids == sorted(ids)
     assert len(set(new_record_id(5) for _ in range(100))) == 100
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"args": {"items": [1, {"note": "bad \udfff"}]}}, "arguments.args.items[1].note"),
+        ({"args": {"ok": "fine", "key\ud800": 1}}, "arguments.args"),
+        ({"args": ("a", ["b", "\udc00"])}, "arguments.args[1][1]"),
+    ],
+)
+def test_invalid_unicode_is_named_by_where_it_sits(value: dict[str, Any], field: str) -> None:
+    with pytest.raises(GatewayError) as info:
+        check_input(value, R)
+    assert info.value.code is ErrorCode.INVALID_ARGS and info.value.details["field"] == field
+
+
+def test_nesting_past_the_limit_is_named_by_its_path_and_what_is_within_it_passes() -> None:
+    deep: Any = "bottom"
+    for _ in range(MAX_DEPTH - 1):
+        deep = [deep]
+    check_input({"x": deep}, R, "args")  # the text MAX_DEPTH levels under the top: within
+    with pytest.raises(GatewayError) as info:
+        check_input({"x": [deep]}, R, "args")
+    assert f"args nest deeper than {MAX_DEPTH} levels (at args.x[0]" in info.value.message
+
+
+@pytest.mark.parametrize("leaf", [1, 2.5, True, None, "text", {}, []])
+def test_any_value_past_the_limit_is_refused_whatever_it_is(leaf: Any) -> None:
+    deep: Any = leaf
+    for _ in range(MAX_DEPTH + 1):
+        deep = [deep]
+    with pytest.raises(GatewayError) as info:
+        check_input(deep, R)
+    assert "deeper than" in info.value.message
+
+
+def test_brackets_inside_text_do_not_count_as_nesting() -> None:
+    check_input({"text": "[" * 500 + "{" * 500, "big": 2**70}, R)
