@@ -41,9 +41,15 @@ _RELAYED: list[Point] = [
 ]
 _CORE: list[Point] = [
     ("mcphost", "call", "from the line to the gateway's call"),
-    ("mcphost", "forward", "checks and decision"),
+    ("mcphost", "checked", "the record begun, the arguments checked"),
+    ("mcphost", "resolving", "intent, name and arguments read and captured"),
+    ("mcphost", "resolved", "the upstream's tool found, its definition fresh"),
+    ("mcphost", "authorizing", "annotations checked, the call's facts gathered"),
+    ("mcphost", "authorized", "the policy's decision"),
+    ("mcphost", "forward", "on to the upstream's lane"),
     ("mcphost", "answer", "the upstream's round trip"),
-    ("mcphost", "record", "the outcome and its record made"),
+    ("mcphost", "resumed", "the call resumed with the answer"),
+    ("mcphost", "record", "the answer checked, the outcome and its record made"),
     ("mcphost", "fsync", "the record encoded and appended"),
     ("mcphost", "synced", "fdatasync"),
     ("mcphost", "reply", "the result made and written"),

@@ -48,6 +48,18 @@ def at_entry(owner: Any, attr: str, name: str) -> None:
     setattr(owner, attr, entered)
 
 
+def after_return(owner: Any, attr: str, name: str) -> None:
+    original: Callable[..., Any] = getattr(owner, attr)
+
+    @functools.wraps(original)
+    def returned(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        stamp(name)
+        return result
+
+    setattr(owner, attr, returned)
+
+
 def after_await(owner: Any, attr: str, name: str) -> None:
     original: Callable[..., Any] = getattr(owner, attr)
 
@@ -62,6 +74,8 @@ def after_await(owner: Any, attr: str, name: str) -> None:
 
 def install() -> None:
     from mcphost.activity.writer import ActivityLog
+    from mcphost.approval.approvals import Approvals
+    from mcphost.gateway import service
     from mcphost.gateway.service import Gateway
     from mcphost.serve import http_app, relay, stdio
     from mcphost.upstream.stdio import RawLane
@@ -86,7 +100,14 @@ def install() -> None:
     at_entry(relay._DaemonBackend, "_forward_now", "passed")
 
     at_entry(Gateway, "call", "call")
+    # The gateway's steps before the upstream sees the call (the names as the gateway's module holds them).
+    after_return(service, "check_input", "checked")
+    at_entry(Gateway, "_resolve", "resolving")
+    after_await(Gateway, "_resolve", "resolved")
+    at_entry(Approvals, "authorize", "authorizing")
+    after_await(Approvals, "authorize", "authorized")
     at_entry(RawLane, "request", "forward")  # checked and decided: the call goes to the upstream
+    after_await(RawLane, "request", "resumed")
     lane_take = RawLane.take
 
     def answered(self: Any, line: bytes) -> bool:

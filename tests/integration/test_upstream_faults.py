@@ -67,7 +67,7 @@ async def test_malformed_tools_are_dropped_with_a_reason_and_the_others_are_serv
     caplog.set_level(logging.WARNING, logger="mcphost.upstream")
     async with running(hostile.config()) as server:
         assert server.state is State.CONNECTED, server.last_error
-        assert set(server.tools) == {"echo", "big", "block", "slow", "shout", "spawn", "shifty"}
+        assert set(server.tools) == {"echo", "big", "block", "slow", "shout", "spawn", "shifty", "malformed"}
         assert server.tools["echo"].description == "Echo text back"  # the first of the two echo tools
         dropped = dict(server.dropped_tools)
         assert "inputSchema" in dropped["schema_not_object"]
@@ -102,7 +102,7 @@ async def test_status_names_the_dropped_tools_and_why(hostile: Hostile) -> None:
         manager.apply({"hostile": hostile.config()})
         await manager.wait_ready(20)
         [status] = [s.to_dict() for s in manager.statuses()]
-    assert status["state"] == "connected" and status["tools"] == 7
+    assert status["state"] == "connected" and status["tools"] == 8
     assert {"name": "has:colon", "reason": "the name contains ':', which separates server and tool in mcphost"} in (
         status["dropped_tools"]
     )
@@ -152,6 +152,28 @@ async def test_a_20_mb_answer_is_refused_promptly_under_the_default_limit(hostil
             await server.call_tool("big", {"bytes": 20_000_000})
     assert refused.value.size > 20_000_000
     assert refused.value.limit == 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        ({"content": "just text"}, "content: Input should be a valid list"),
+        ({"content": [{"type": "text"}]}, "content.0.text.text: Field required"),
+        ({"content": [{"type": "video"}]}, "content.0: Input tag 'video' found using 'type' does not match"),
+        ({"content": [{"text": "no type"}]}, "content.0: Unable to extract tag using discriminator 'type'"),
+        ({"content": [], "isError": [1]}, "isError: Input should be a valid boolean"),
+    ],
+)
+async def test_an_answer_that_is_no_tool_result_fails_the_call_and_says_why(
+    hostile: Hostile, result: dict[str, Any], problem: str
+) -> None:
+    async with running(hostile.config()) as server:
+        with pytest.raises(UpstreamCallFailed) as failed:
+            await server.call_tool("malformed", {"result": result})
+        assert server.state is State.CONNECTED
+        good = await server.call_tool("malformed", {"result": {"content": [{"type": "text", "text": "fine"}]}})
+    assert "the answer is not a tool result" in failed.value.reason and problem in failed.value.reason, failed.value
+    assert text(good) == "fine"
 
 
 # ---- 4. stderr

@@ -50,6 +50,7 @@ def _tools(state: dict[str, Any]) -> list[Any]:
         _tool("shout", "Write `lines` lines of `width` bytes to stderr, then answer", {"type": "object"}, READ_ONLY),
         _tool("spawn", "Start a child process in this server's group; write its pid to `pidfile`", {"type": "object"}),
         _tool("shifty", "A tool whose annotations change silently", OBJECT, state.get("shifty", READ_ONLY)),
+        _tool("malformed", "Answer with the object `result` as the tool's result, whatever it is", {"type": "object"}),
     ]
     if state.get("bad_tools"):
         tools[1:1] = [
@@ -85,6 +86,8 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
             sys.stderr.write(f"line {i} \x1b[31mred\x1b[0m " + "y" * width + "\n")
         sys.stderr.flush()
         return _text("shouted")
+    if name == "malformed":
+        return dict(args["result"])
     if name == "spawn":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         Path(args["pidfile"]).write_text(str(child.pid), encoding="utf-8")

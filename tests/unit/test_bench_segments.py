@@ -15,8 +15,14 @@ def test_each_stretch_runs_from_a_point_to_the_first_stamp_of_the_next_after_it(
             (100, "reply"),  # the previous call's answer, before this call started: not this call's
             (130, "line"),
             (140, "call"),
+            (142, "checked"),
+            (144, "resolving"),
+            (146, "resolved"),
+            (147, "authorizing"),
+            (149, "authorized"),
             (150, "forward"),
             (400, "answer"),
+            (402, "resumed"),
             (410, "record"),
             (420, "fsync"),
             (520, "synced"),
@@ -26,4 +32,4 @@ def test_each_stretch_runs_from_a_point_to_the_first_stamp_of_the_next_after_it(
     }
     found, whole = stretches(route, [(105, 560), (1105, 1200)], stamps)
     assert whole == 1, "the second call lacks most of its points"
-    assert found == [[5], [10], [10], [10], [10], [250], [10], [10], [100], [10], [30]]
+    assert found == [[5], [10], [10], [10], [2], [2], [2], [1], [2], [1], [250], [2], [8], [10], [100], [10], [30]]
