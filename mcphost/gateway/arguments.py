@@ -25,61 +25,33 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments") -> N
     can carry as "\\udfff") and nesting deeper than MAX_DEPTH. Iterative, so no input can exhaust the stack.
 
     Every call's arguments pass here. The usual case takes one C pass: orjson refuses every lone surrogate, and a
-    text with at most MAX_DEPTH brackets cannot nest deeper. Otherwise the walk finds what is wrong, keeping a
-    value's path as a chain of (parent, key) links, spelled out only for the error that names it."""
+    text with at most MAX_DEPTH brackets cannot nest deeper. Otherwise the walk finds what is wrong, if anything."""
     try:
         encoded = orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, too deep, an integer past 64 bits, a non-str key
         encoded = None
     if encoded is not None and encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH:
         return
-    stack: list[tuple[Any, _Crumb, int]] = [(value, None, 0)]
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
-        item, crumb, depth = stack.pop()
+        item, path, depth = stack.pop()
         if depth > MAX_DEPTH:
-            path = _spell(where, crumb)
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
                 f"{_root(path)} nest deeper than {MAX_DEPTH} levels (at {_short(path)}): flatten the arguments",
                 {"variant": variant.value, "max_depth": MAX_DEPTH},
             )
-        kind = type(item)
-        if kind is str:
+        if isinstance(item, str):
             if not valid_text(item):
-                raise _not_unicode(f"{_short(_spell(where, crumb))} holds text", _spell(where, crumb), variant)
-        elif kind is dict or (kind is not list and isinstance(item, Mapping)):
+                raise _not_unicode(f"{_short(path)} holds text", path, variant)
+        elif isinstance(item, Mapping):
             for key, child in item.items():
-                name = key if type(key) is str else str(key)
+                name = str(key)
                 if not valid_text(name):
-                    path = _spell(where, crumb)
                     raise _not_unicode(f"a key in {_short(path)}", path, variant)
-                if type(child) in _SCALARS and depth < MAX_DEPTH:
-                    continue
-                stack.append((child, (crumb, name), depth + 1))
-        elif kind is list or isinstance(item, list | tuple):
-            stack.extend(
-                (child, (crumb, i), depth + 1)
-                for i, child in enumerate(item)
-                if type(child) not in _SCALARS or depth >= MAX_DEPTH
-            )
-        elif isinstance(item, str) and not valid_text(item):  # a str subclass
-            raise _not_unicode(f"{_short(_spell(where, crumb))} holds text", _spell(where, crumb), variant)
-
-
-# Values that hold no text and nothing nested: nothing to check, nothing to push.
-_SCALARS = frozenset({int, float, bool, type(None)})
-
-# Where a value sits: None at the top, else (the parent's crumb, a key or an index).
-_Crumb = tuple[Any, str | int] | None
-
-
-def _spell(where: str, crumb: _Crumb) -> str:
-    """The path of `crumb` as the errors name it: `arguments.args.items[3]`."""
-    parts: list[str] = []
-    while crumb is not None:
-        crumb, key = crumb
-        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
-    return where + "".join(reversed(parts))
+                stack.append((child, f"{path}.{name}", depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
 
 
 def _not_unicode(what: str, path: str, variant: ToolVariant) -> GatewayError:

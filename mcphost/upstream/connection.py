@@ -114,12 +114,7 @@ class _CheckedResult(types.CallToolResult):
     block in turn (what every answer on the lane pays for, on the busiest path), and an error that names the field
     at fault rather than every kind the block is not."""
 
-    content: list[
-        Annotated[
-            types.TextContent | types.ImageContent | types.AudioContent | types.ResourceLink | types.EmbeddedResource,
-            Field(discriminator="type"),
-        ]
-    ]
+    content: list[Annotated[types.ContentBlock, Field(discriminator="type")]]
 
 
 @dataclass(frozen=True, slots=True)
