@@ -67,8 +67,11 @@ def write(
         info["api"] = {"url": api_url, "token": api_token}
     if relay_socket is not None:
         # Where `mcphost mcp` relays its agent's session: one connection per session, MCP as on stdio; a relay may
-        # hand over its stdout with the first line (mcphost.serve.handoff).
-        info["relay"] = {"socket": relay_socket, "handoff": True}
+        # hand over its stdout with the first line (mcphost.serve.handoff), and its stdin too where the daemon can look
+        # into a pipe without taking from it.
+        from mcphost.pipes import PIPE_PEEK  # only the daemon writes this file: no command pays for ctypes
+
+        info["relay"] = {"socket": relay_socket, "handoff": True, "stdin": PIPE_PEEK}
     name, tmp = f"daemon-{pid}.json", f"daemon-{pid}.tmp"
     dir_fd = _open_dir(directory)
     try:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
+import fcntl
 import logging
 import os
 import socket
@@ -19,7 +22,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 logger = logging.getLogger(__name__)
 
@@ -96,28 +99,32 @@ def socket_is_ours(path: Path) -> bool:
 MAX_SOCKET_PATH = 100
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-# As Handler, and given the fd its peer passed along with the connection's first bytes (None: none was); the handler
-# owns it.
-FdHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int | None], Awaitable[None]]
+# As Handler, and given the fds its peer passed along with the connection's first bytes (none, one or more); the
+# handler owns them.
+FdHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, list[int]], Awaitable[None]]
 
 # How much of a connection is read with its passed fd (the rest follows as usual).
 _FIRST_READ = 64 * 1024
+# The most fds a connection's first bytes may carry (a relay passes the agent's stdout, stdin and its ledger).
+_MAX_FDS = 4
 
 
 def can_pass_fds() -> bool:
     return hasattr(socket, "send_fds") and hasattr(socket, "AF_UNIX")
 
 
-async def connect_passing_fd(path: str, first: bytes, fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def connect_passing_fd(
+    path: str, first: bytes, fd: int | list[int]
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Streams over a new connection to the Unix socket `path`, whose first bytes, `first`, carry a duplicate of
-    `fd` to the peer (SCM_RIGHTS). Raises OSError."""
+    `fd` (or of each fd in the list) to the peer (SCM_RIGHTS). Raises OSError."""
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.setblocking(False)
         await loop.sock_connect(sock, path)
         # A new connection's buffer takes a few bytes at once; were it full, this would raise, not block.
-        sent = socket.send_fds(sock, [first], [fd])
+        sent = socket.send_fds(sock, [first], fd if isinstance(fd, list) else [fd])
         if sent < len(first):
             await loop.sock_sendall(sock, first[sent:])
         return await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
@@ -126,8 +133,8 @@ async def connect_passing_fd(path: str, first: bytes, fd: int) -> tuple[asyncio.
         raise
 
 
-async def _first_bytes(sock: socket.socket) -> tuple[bytes, int | None]:
-    """The connection's first bytes, and the fd passed with them (only the first is kept; any others are closed)."""
+async def _first_bytes(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """The connection's first bytes, and the fds passed with them (at most `_MAX_FDS`)."""
     loop = asyncio.get_running_loop()
     readable: asyncio.Future[None] = loop.create_future()
 
@@ -141,12 +148,11 @@ async def _first_bytes(sock: socket.socket) -> tuple[bytes, int | None]:
     finally:
         loop.remove_reader(sock.fileno())
     flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)  # never inherited by an upstream this process starts
-    data, fds, _, _ = socket.recv_fds(sock, _FIRST_READ, 4, flags)
-    for extra in fds[1:]:
-        os.close(extra)
-    if fds and not flags:
-        os.set_inheritable(fds[0], False)
-    return data, (fds[0] if fds else None)
+    data, fds, _, _ = socket.recv_fds(sock, _FIRST_READ, _MAX_FDS, flags)
+    if not flags:
+        for fd in fds:
+            os.set_inheritable(fd, False)
+    return data, list(fds)
 
 
 def _refused(sock: Any, what: str) -> bool:
@@ -215,14 +221,16 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
     serving: set[asyncio.Task[None]] = set()  # referenced while they run
 
     async def serve(conn: socket.socket) -> None:
-        fd: int | None = None
+        fds: list[int] = []
         try:
             if _refused(conn, what):
                 conn.close()
                 return
-            data, fd = await _first_bytes(conn)
+            data, fds = await _first_bytes(conn)
             if not data:
                 conn.close()
+                for fd in fds:
+                    os.close(fd)
                 return
             reader = asyncio.StreamReader(limit=MAX_LINE)
             reader.feed_data(data)
@@ -232,11 +240,11 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         except BaseException:
             conn.close()
-            if fd is not None:
+            for fd in fds:
                 os.close(fd)
             raise
         try:
-            await handler(reader, writer, fd)
+            await handler(reader, writer, fds)
         except Exception:
             logger.exception("a connection to the %s failed", what)
 
@@ -267,3 +275,101 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
             with contextlib.suppress(asyncio.CancelledError):
                 await accepting
             listener.close()
+
+
+# ---- reading what a stream holds before taking it
+
+# The most a peek looks at: what a pipe can hold once widened (Linux's unprivileged maximum).
+PEEK_MAX = 1024 * 1024
+_F_SETPIPE_SZ = 1031
+_SPLICE_F_NONBLOCK = 2
+
+
+def widen_pipe(fd: int, size: int = PEEK_MAX) -> None:
+    """Let the pipe `fd` hold up to `size` bytes, where the system allows (best effort: Linux only)."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+
+
+def _libc_tee() -> Callable[[int, int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        tee = libc.tee
+    except (OSError, AttributeError):
+        return None
+    tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
+    tee.restype = ctypes.c_ssize_t
+    return cast(Callable[[int, int, int, int], int], tee)
+
+
+_TEE = _libc_tee()
+# Whether a pipe can be looked into here (a socket always can).
+PIPE_PEEK = _TEE is not None
+
+
+def can_peek(fd: int) -> bool:
+    """Whether `Peeker` can look into `fd` without taking from it: a socket (MSG_PEEK), or a pipe where tee(2) is."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISSOCK(mode) or (stat.S_ISFIFO(mode) and _TEE is not None)
+
+
+class Peeker:
+    """What the pipe or socket `fd` holds, looked at without taking it (`peek`), then taken (`take`): a reader that
+    must say what it is about to take, to someone who outlives it, before it takes it. A pipe is looked into with
+    tee(2) through a private pipe, a socket with MSG_PEEK. `fd` is not closed here."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._sock: socket.socket | None = None
+        self._scratch: tuple[int, int] | None = None
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            self._sock = socket.socket(fileno=os.dup(fd))
+        else:
+            if _TEE is None:
+                raise OSError("tee(2) is not available: a pipe cannot be looked into here")
+            self._scratch = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            widen_pipe(self._scratch[1])
+
+    def peek(self) -> bytes | None:
+        """What the stream holds now (b"": its end, nothing left), or None when it holds nothing yet."""
+        if self._sock is not None:
+            try:
+                return self._sock.recv(PEEK_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return None
+        assert self._scratch is not None and _TEE is not None
+        n = _TEE(self.fd, self._scratch[1], PEEK_MAX, _SPLICE_F_NONBLOCK)
+        if n < 0:
+            err = ctypes.get_errno()
+            if err in (errno.EAGAIN, errno.EINTR):
+                return None
+            raise OSError(err, os.strerror(err))
+        if n == 0:
+            return b""
+        parts = []
+        while n > 0:
+            part = os.read(self._scratch[0], n)
+            parts.append(part)
+            n -= len(part)
+        return b"".join(parts)
+
+    def take(self, n: int) -> bytes:
+        """Take the first `n` bytes, which a peek has seen: they are there, so this never waits."""
+        parts = []
+        while n > 0:
+            part = os.read(self.fd, n)
+            if not part:
+                break
+            parts.append(part)
+            n -= len(part)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        if self._scratch is not None:
+            for fd in self._scratch:
+                os.close(fd)
+        self._sock = self._scratch = None

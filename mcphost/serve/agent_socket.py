@@ -17,15 +17,16 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
-from mcphost.pipes import owner_only_fd_socket
-from mcphost.serve.handoff import HANDOFF_LINE, HandedOut
+from mcphost.pipes import MAX_LINE, Peeker, owner_only_fd_socket
+from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, HandedOut, Ledger, pump_stdin
 from mcphost.serve.mcp_server import DirectCalls, build_server
-from mcphost.serve.stdio import session_streams
+from mcphost.serve.stdio import dump_line, session_streams
 
 logger = logging.getLogger(__name__)
 
@@ -42,27 +43,50 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
     """Serve relayed agent sessions for as long as the context lasts; yields the socket's path."""
     sessions: set[asyncio.Task[None]] = set()
 
-    async def serve_session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fd: int | None) -> None:
+    async def serve_session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fds: list[int]) -> None:
         task = asyncio.current_task()
         assert task is not None
         sessions.add(task)
         session_id = relay_session_id()
         out: HandedOut | None = None
+        stdin: _HandedIn | None = None
+        agent_done = False
         try:
-            if fd is not None:
-                handed, fd = fd, None
-                out = await _handed_out(reader, writer, handed)
+            first = await reader.readuntil(b"\n") if fds else None
+            if first == STDIO_HANDOFF_LINE and len(fds) == 3:
+                stdout_fd = fds.pop(0)  # whatever is left in `fds` is closed on the way out
+                out = await _handed_out(writer, stdout_fd)
+                stdin_fd, ledger_fd = fds
+                fds = []
+                stdin = _HandedIn(stdin_fd, ledger_fd, writer)
+                out.ledger = stdin.ledger
+            elif first == HANDOFF_LINE and len(fds) == 1:
+                (stdout_fd,), fds = fds, []
+                out = await _handed_out(writer, stdout_fd)
+            elif fds:
+                raise ConnectionError(f"a relay passed {len(fds)} fds with an unknown first line: {first!r:.80}")
             server = build_server(gateway, session_id=session_id)
             shortcut = DirectCalls.factory(gateway, session_id)
-            async with session_streams(reader, writer, shortcut=shortcut, out=out) as streams:
-                await server.run(*streams, server.create_initialization_options())
+            if stdin is None:
+                async with session_streams(reader, writer, shortcut=shortcut, out=out) as streams:
+                    await server.run(*streams, server.create_initialization_options())
+            else:
+                assert out is not None
+                agent_done = await stdin.serve(server, shortcut, out, reader)
         except asyncio.CancelledError:
             logger.debug("relayed session %s ended with the daemon", session_id)
         finally:
             sessions.discard(task)
-            # The agent's stdout first: once the socket closes, the relay writes to it.
+            for fd in fds:
+                os.close(fd)
+            # The agent's stdin and stdout first: once the socket closes, the relay reads and writes them.
+            if stdin is not None:
+                stdin.close()
             if out is not None:
                 out.give_up()
+            if agent_done:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    writer.write(dump_line({"mcphost-eof": True}))
             writer.close()
 
     directory = ensure_private_dir(runtime_dir())
@@ -81,17 +105,70 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
                     await asyncio.wait(running, timeout=CLOSE_GRACE_S)
 
 
-async def _handed_out(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fd: int) -> HandedOut:
-    """The agent's stdout, passed by its relay (`fd`, closed here should anything fail) with the connection's first
-    line, as the session's outbox."""
+async def _handed_out(relay: asyncio.StreamWriter, fd: int) -> HandedOut:
+    """The agent's stdout, passed by its relay (`fd`, closed here should anything fail), as the session's outbox."""
     pipe = os.fdopen(fd, "wb", buffering=0)
     try:
-        first = await reader.readuntil(b"\n")
-        if first != HANDOFF_LINE:
-            raise ConnectionError(f"a relay passed an fd with an unknown first line: {first[:80]!r}")
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
     except BaseException:
         pipe.close()
         raise
-    return HandedOut(asyncio.StreamWriter(transport, protocol, None, loop), writer)
+    return HandedOut(asyncio.StreamWriter(transport, protocol, None, loop), relay)
+
+
+class _HandedIn:
+    """The agent's stdin, passed by its relay with its stdout and its ledger: the session reads the agent itself, and
+    the relay sleeps until the daemon lets go (mcphost.serve.handoff)."""
+
+    def __init__(self, stdin_fd: int, ledger_fd: int, relay: asyncio.StreamWriter) -> None:
+        self.fd = stdin_fd
+        self.ledger = Ledger(ledger_fd, lambda: _tell_relay(relay, {"mcphost-drain": True}))
+        self.peeker: Peeker | None = None
+        try:
+            self.peeker = Peeker(stdin_fd)
+        except OSError:
+            self.close()
+            raise
+
+    async def serve(self, server: Any, shortcut: Any, out: HandedOut, relay: asyncio.StreamReader) -> bool:
+        """Serve the agent until it closes its input and has every answer (True), or until the relay goes (False)."""
+        assert self.peeker is not None
+        agent = asyncio.StreamReader(limit=MAX_LINE)
+        pumping = asyncio.ensure_future(pump_stdin(self.peeker, self.ledger, agent))
+        agent_done = False
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def relay_gone() -> None:
+                    # The relay writes nothing more after its first line: anything else is its end (or a signal).
+                    await relay.read()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(relay_gone)
+                async with session_streams(agent, out.writer, shortcut=shortcut, out=out, answer_after_eof=True) as (
+                    read,
+                    write,
+                ):
+                    await server.run(read, write, server.create_initialization_options())
+                agent_done = True
+                tg.cancel_scope.cancel()
+            return agent_done
+        finally:
+            # Never two readers on the agent's input: this one stops before the relay hears of it.
+            pumping.cancel()
+            with contextlib.suppress(BaseException):
+                await pumping
+
+    def close(self) -> None:
+        if self.peeker is not None:
+            self.peeker.close()
+            self.peeker = None
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.ledger.close()
+
+
+def _tell_relay(relay: asyncio.StreamWriter, note: dict[str, Any]) -> None:
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        relay.write(dump_line(note))

@@ -21,19 +21,27 @@ back on the socket, as they always did.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import errno
 import itertools
 import json
+import os
 import select
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, dump_line
+from mcphost.pipes import MAX_LINE, Peeker
+from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, dump_line, id_key, parse_line, rejected_id, valid_id
 
 # The first line of a connection that hands over stdout (the fd rides on it); any other first line is MCP.
 HANDOFF_LINE = b'{"mcphost-relay":"stdout"}\n'
+# The first line of a connection that hands over stdout, stdin and the write end of the relay's ledger, in that order.
+STDIO_HANDOFF_LINE = b'{"mcphost-relay":"stdio"}\n'
 # The ids a relay gives the requests it makes of its own; their answers stay on the socket.
 PRIVATE_ID_PREFIX = "mcphost-relay-"
 # Writes up to this size reach a pipe whole or not at all.
@@ -47,7 +55,8 @@ def is_private(request_id: Any) -> bool:
 @dataclass(frozen=True, slots=True)
 class Note:
     """What the daemon tells the relay of the agent's stdout: `answered` (a request's answer is in the pipe), or
-    `writing` / `written` (a long line is under way, or done)."""
+    `writing` / `written` (a long line is under way, or done); with stdin handed over too, `eof` (the agent closed
+    its input and every request was answered) and `drain` (the ledger is full: read it)."""
 
     kind: str
     value: Any = None
@@ -73,6 +82,10 @@ def read_note(line: bytes) -> Note | None:
         return Note("writing", body["mcphost-writing"])
     if "mcphost-written" in body:
         return Note("written", body["mcphost-written"])
+    if "mcphost-eof" in body:
+        return Note("eof")
+    if "mcphost-drain" in body:
+        return Note("drain")
     return None
 
 
@@ -82,6 +95,8 @@ class HandedOut(Outbox):
 
     def __init__(self, agent: asyncio.StreamWriter, relay: asyncio.StreamWriter) -> None:
         super().__init__(agent)
+        # With the agent's stdin handed over too: where answers are noted, waking nobody.
+        self.ledger: Ledger | None = None
         # A drain then waits until everything is written: "answered" means in the pipe, "writing" reached the relay.
         agent.transport.set_write_buffer_limits(0)
         relay.transport.set_write_buffer_limits(0)
@@ -104,7 +119,10 @@ class HandedOut(Outbox):
         if long is not None:
             await self._tell(dump_line({"mcphost-written": long}))
         if answers is not NOT_AN_ANSWER:
-            await self._tell(dump_line({"mcphost-answered": answers, "ok": ok}))
+            if self.ledger is not None:
+                await self.ledger.note({"answered": answers, "ok": ok})
+            else:
+                await self._tell(dump_line({"mcphost-answered": answers, "ok": ok}))
 
     async def _tell(self, line: bytes) -> None:
         self.relay.write(line)
@@ -114,3 +132,210 @@ class HandedOut(Outbox):
     def give_up(self) -> None:
         """Close the agent's stdout here at once, whatever is still unwritten: the relay writes next."""
         self.writer.transport.abort()
+
+
+# ---- the agent's stdin handed over too: the ledger
+
+# The messages whose lines the relay keeps, to open the session again with another backend should the daemon go.
+_HANDSHAKE = ("initialize", "notifications/initialized")
+
+
+class Ledger:
+    """The daemon's side of the relay's ledger: a pipe the relay made and reads only when it must (the daemon has let
+    go of the agent, or asks it to), so that noting costs a write and wakes nobody. What is noted before it is done
+    (a chunk of the agent's input before it is taken) is there for the relay even if the daemon dies right after:
+    data in a pipe outlives its writer."""
+
+    def __init__(self, fd: int, ask_to_drain: Callable[[], None]) -> None:
+        os.set_blocking(fd, False)
+        self.fd = fd
+        self._ask_to_drain = ask_to_drain
+        self._backlog = bytearray()
+
+    async def note(self, entry: dict[str, Any]) -> None:
+        """Until `entry` is in the pipe."""
+        self._backlog += dump_line(entry)
+        loop: asyncio.AbstractEventLoop | None = None
+        while self._backlog:
+            try:
+                written = os.write(self.fd, self._backlog)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:
+                    raise ConnectionError("the relay's ledger is closed") from None
+                raise
+            del self._backlog[:written]
+            if self._backlog:
+                # Full: the relay reads it when asked; the agent's input waits meanwhile.
+                self._ask_to_drain()
+                loop = loop or asyncio.get_running_loop()
+                writable: asyncio.Future[None] = loop.create_future()
+                loop.add_writer(self.fd, _settle, writable)
+                try:
+                    await writable
+                finally:
+                    loop.remove_writer(self.fd)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
+    """The requests among `lines` ([id, method] each: the answers the agent will wait for) and the handshake's lines
+    as text. A line the daemon cannot read is a request too when it will be answered with an error under an id."""
+    take: list[list[Any]] = []
+    raw: list[str] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        too_long = len(line) > MAX_LINE
+        message: Any = None
+        if not too_long:
+            try:
+                message = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                message = None
+        if isinstance(message, dict):
+            method, request_id = message.get("method"), message.get("id")
+            if isinstance(method, str) and ("id" not in message or valid_id(request_id)):
+                if "id" in message:
+                    take.append([request_id, method])
+                if method in _HANDSHAKE:
+                    raw.append(line.decode("utf-8"))
+                continue
+            if method is None and ("result" in message or "error" in message):
+                continue  # a response of the agent's, answered by nobody
+        # What the daemon answers with an error, under the id it finds (as its own reading of the line does).
+        answer = parse_line(line[:MAX_LINE] if too_long else line, too_long, quiet=True)
+        if isinstance(answer, bytes):
+            take.append([rejected_id(answer), "request"])
+    return take, raw
+
+
+async def pump_stdin(peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
+    """The agent's input into `reader`, each chunk noted in the ledger before it is taken: should the daemon die
+    anywhere in between, the relay knows every request it took (and, from the chunk's checksum, whether the last one
+    noted was taken at all). Whole lines are taken as they come; a line that does not fit in what the stream holds
+    is taken in pieces, each piece noted with its bytes (the relay puts them back in front of what it reads next)."""
+    loop = asyncio.get_running_loop()
+    tail = bytearray()  # taken, the start of a line not yet whole: its request's id is read once it is
+    while True:
+        data = peeker.peek()
+        if data is None:
+            readable: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(peeker.fd, _settle, readable)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(peeker.fd)
+            continue
+        if not data:
+            reader.feed_eof()
+            return
+        end = data.rfind(b"\n")
+        entry: dict[str, Any]
+        if end >= 0:
+            chunk = data[: end + 1]
+            lines = chunk.split(b"\n")[:-1]
+            if tail:
+                lines[0] = bytes(tail) + lines[0]
+                tail.clear()
+            take, raw = _taken(lines)
+            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "take": take}
+            if raw:
+                entry["raw"] = raw
+        else:
+            chunk = data
+            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "part": base64.b64encode(chunk).decode("ascii")}
+            if len(tail) <= MAX_LINE:
+                tail += chunk
+        await ledger.note(entry)
+        reader.feed_data(peeker.take(len(chunk)))
+
+
+@dataclass
+class LedgerFold:
+    """The relay's reading of its ledger: the requests the daemon took and has not answered, the handshake, and the
+    start of a line taken in pieces."""
+
+    in_flight: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    initialize: str | None = None  # the agent's initialize, as sent
+    initialize_ok: bool = False  # answered with a result
+    initialized: str | None = None
+    partial: bytearray = field(default_factory=bytearray)
+    # The last chunk noted, to be undone if it was never taken: (length, crc, its requests' keys, what it replaced).
+    last: tuple[int, int, list[str], tuple[bytes, str | None, str | None]] | None = None
+    _rest: bytes = b""
+
+    def drain(self, fd: int) -> None:
+        """Read what the ledger holds now."""
+        while True:
+            try:
+                data = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            lines = (self._rest + data).split(b"\n")
+            self._rest = lines.pop()
+            for line in lines:
+                self.apply(_loads(line))
+
+    def apply(self, entry: dict[str, Any]) -> None:
+        if "answered" in entry:
+            taken = self.in_flight.pop(id_key(entry["answered"]), None)
+            if taken is not None and taken[1] == "initialize":
+                self.initialize_ok = entry.get("ok") is not False
+            return
+        before = (bytes(self.partial), self.initialize, self.initialized)
+        keys: list[str] = []
+        for request_id, method in entry.get("take", []):
+            keys.append(id_key(request_id))
+            self.in_flight[keys[-1]] = (request_id, method)
+        for text in entry.get("raw", []):
+            method = _loads(text.encode("utf-8")).get("method")
+            if method == "initialize":
+                self.initialize, self.initialize_ok = text, False
+            else:
+                self.initialized = text
+        if "part" in entry:
+            self.partial += base64.b64decode(entry["part"])
+        else:
+            self.partial.clear()
+        self.last = (entry["chunk"], entry["crc"], keys, before)
+
+    def apply_note(self, note: Note, cut: set[Any]) -> None:
+        """A note on the socket: a long line under way on the agent's stdout, or done."""
+        if note.kind == "writing":
+            cut.add(note.value)
+        elif note.kind == "written":
+            cut.discard(note.value)
+
+    def untake_last(self, stdin: Peeker) -> None:
+        """The daemon may have died between noting its last chunk and taking it: if the agent's input still starts
+        with that chunk, it was never taken, and the relay reads it as its own."""
+        if self.last is None:
+            return
+        length, crc, keys, before = self.last
+        ahead = stdin.peek() or b""
+        if len(ahead) < length or zlib.crc32(ahead[:length]) != crc:
+            return
+        for key in keys:
+            self.in_flight.pop(key, None)
+        partial, self.initialize, self.initialized = before
+        self.partial = bytearray(partial)
+        self.last = None
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)  # an id holding a lone surrogate, escaped by dump_line

@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
+import stat
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -39,8 +41,24 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from mcphost import discovery
-from mcphost.pipes import MAX_LINE, can_pass_fds, connect_passing_fd
-from mcphost.serve.handoff import HANDOFF_LINE, PRIVATE_ID_PREFIX, Note, is_private, read_note
+from mcphost.pipes import (
+    MAX_LINE,
+    Peeker,
+    can_pass_fds,
+    can_peek,
+    connect_passing_fd,
+    is_pipe_or_socket,
+    widen_pipe,
+)
+from mcphost.serve.handoff import (
+    HANDOFF_LINE,
+    PRIVATE_ID_PREFIX,
+    STDIO_HANDOFF_LINE,
+    LedgerFold,
+    Note,
+    is_private,
+    read_note,
+)
 from mcphost.serve.stdio import Outbox, Send, id_key, parse_line, rejected_id, serve_stdio, valid_id
 
 logger = logging.getLogger(__name__)
@@ -50,6 +68,8 @@ Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCRespon
 
 # How often a relay serving in process looks for a daemon to go back to (a directory listing: cheap).
 DAEMON_POLL_S = 1.0
+# How often a relay whose daemon holds the agent's stdin reads its ledger (the daemon asks, should it fill before).
+LEDGER_DRAIN_S = 1.0
 # How long a relay that leaves a daemon waits for it to let go of the agent's stdout before writing there itself.
 RELEASE_S = 5.0
 
@@ -66,13 +86,16 @@ class Target:
     url: str
     socket: str | None
     handoff: bool = False  # takes the agent's stdout (mcphost.serve.handoff)
+    stdin: bool = False  # takes the agent's stdin as well
 
     @classmethod
     def from_info(cls, info: dict[str, Any]) -> Target:
         relay = info.get("relay")
         socket = relay.get("socket") if isinstance(relay, dict) else None
         handoff = isinstance(relay, dict) and relay.get("handoff") is True
-        return cls(int(info["pid"]), str(info["mcp"]["url"]), socket if isinstance(socket, str) else None, handoff)
+        stdin = handoff and isinstance(relay, dict) and relay.get("stdin") is True
+        url = str(info["mcp"]["url"])
+        return cls(int(info["pid"]), url, socket if isinstance(socket, str) else None, handoff, stdin)
 
     @property
     def name(self) -> str:
@@ -508,12 +531,7 @@ class _DaemonBackend:
         self._lose(lost)
 
     async def _ended(self, cause: str) -> _Lost:
-        """Why the session ended: the daemon's process ended (gone), or it closed the session and lives on."""
-        for _ in range(10):
-            if not discovery.process_alive(self.target.pid):
-                return _Lost(f"its process ended ({cause})")
-            await anyio.sleep(0.1)
-        return _Lost(f"{self.target.name} ended the relay's session ({cause})", gone=False)
+        return await _ended(self.target, cause)
 
     async def _replay(self, writer: asyncio.StreamWriter, handshake: types.JSONRPCRequest) -> None:
         request, done, answer = self.relay.private(handshake)
@@ -533,6 +551,15 @@ class _DaemonBackend:
             return
         if self.relay.initialized is not None:
             await self._write(writer, self.relay.initialized)
+
+
+async def _ended(target: Target, cause: str) -> _Lost:
+    """Why the session ended: the daemon's process ended (gone), or it closed the session and lives on."""
+    for _ in range(10):
+        if not discovery.process_alive(target.pid):
+            return _Lost(f"its process ended ({cause})")
+        await anyio.sleep(0.1)
+    return _Lost(f"{target.name} ended the relay's session ({cause})", gone=False)
 
 
 # ---- in this process
@@ -646,6 +673,11 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
     the session as the agent closing its input does."""
     session: _Relay | None = None
     outboxes: list[Outbox] = []
+    taken: _LetGo | None = None
+    if first.stdin and _stdio_can_be_handed_over():
+        taken = await _hand_over_stdio(first, stop)
+        if taken is not None and taken.done:
+            return
 
     def shortcut(out: Outbox) -> Any:
         outboxes.append(out)
@@ -654,11 +686,137 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
             lambda line, too_long: session is not None and session.take_unread(line, too_long),
         )
 
-    async with serve_stdio(stop, shortcut) as (from_agent, to_agent), to_agent, anyio.create_task_group() as tg:
+    leftover = bytes(taken.ledger.partial) if taken is not None else b""
+    async with (
+        serve_stdio(stop, shortcut, leftover=leftover) as (from_agent, to_agent),
+        to_agent,
+        anyio.create_task_group() as tg,
+    ):
         session = _Relay(to_agent, config_path, stop, outbox=outboxes[0] if outboxes else None)
         tg.start_soon(session.read_agent, from_agent)
-        await _run(session, first, open_local)
+        gone: set[tuple[int, str]] = set()
+        target: Target | None = first
+        if taken is not None:
+            # The daemon has let go of the agent: what it took and did not answer is owed the reason.
+            lost = await _ended(first, "it let go of the agent's session")
+            taken.seed(session)
+            if lost.gone:
+                gone.add((first.pid, first.url))
+                target = None
+            _say(f"{first.name} let go of the session: {lost.reason}")
+            await session.fail_in_flight(death(first, lost.reason))
+        await _run(session, target, open_local, gone)
         tg.cancel_scope.cancel()
+
+
+def _stdio_can_be_handed_over() -> bool:
+    """The agent's stdout is a pipe (a daemon may write it while the relay lives) and its stdin a pipe or socket the
+    daemon can look into; never a tty or a file."""
+    try:
+        return (
+            can_pass_fds()
+            and not os.isatty(0)
+            and stat.S_ISFIFO(os.fstat(1).st_mode)
+            and is_pipe_or_socket(0)
+            and can_peek(0)
+        )
+    except OSError:
+        return False
+
+
+@dataclass
+class _LetGo:
+    """What a daemon that held the agent's stdin and stdout left when it let go: `done` when the agent closed its
+    input and had every answer; else the ledger (the requests owed, the handshake, a line begun) and the long
+    lines it left unfinished on stdout."""
+
+    done: bool
+    ledger: LedgerFold = field(default_factory=LedgerFold)
+    cut: set[Any] = field(default_factory=set)
+
+    def seed(self, session: _Relay) -> None:
+        ledger = self.ledger
+        for request_id, method in ledger.in_flight.values():
+            session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method)
+        if ledger.initialize is not None:
+            handshake = _request(ledger.initialize)
+            if ledger.initialize_ok and handshake is not None:
+                session.handshake = handshake
+            elif handshake is not None and id_key(handshake.id) in session.in_flight:
+                session.in_flight[id_key(handshake.id)] = handshake
+        if ledger.initialized is not None:
+            message = types.jsonrpc_message_adapter.validate_json(ledger.initialized, by_name=False)
+            if isinstance(message, types.JSONRPCNotification):
+                session.initialized = message
+        session.cut |= self.cut
+        session.answers_unseen = True  # the daemon wrote to the agent: an answer may be out without a word
+
+
+def _request(line: str) -> types.JSONRPCRequest | None:
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError:
+        return None
+    return message if isinstance(message, types.JSONRPCRequest) else None
+
+
+async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo | None:
+    """Give the agent's stdin and stdout to `target`, which then serves the agent with no hop through this process;
+    sleep until it lets go (the agent is done, the daemon stops or dies, or a signal ends the session). None when
+    the daemon takes no connection: the relay reads the agent itself."""
+    assert target.socket is not None
+    ledger_r, ledger_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    widen_pipe(ledger_w)
+    try:
+        reader, writer = await connect_passing_fd(target.socket, STDIO_HANDOFF_LINE, [1, 0, ledger_w])
+    except OSError as exc:
+        logger.debug("%s took no stdio: %s", target.name, exc)
+        os.close(ledger_r)
+        return None
+    finally:
+        os.close(ledger_w)
+    let_go = _LetGo(done=False)
+    try:
+        async with anyio.create_task_group() as tg:
+            if stop is not None:
+                tg.start_soon(_cancel_on, stop, tg.cancel_scope)
+            tg.start_soon(_drain_every, let_go.ledger, ledger_r)
+            while True:
+                try:
+                    line = await reader.readuntil(b"\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    break
+                note = read_note(line)
+                if note is None:
+                    continue
+                if note.kind == "drain":
+                    let_go.ledger.drain(ledger_r)
+                elif note.kind == "eof":
+                    let_go.done = True
+                else:
+                    let_go.ledger.apply_note(note, let_go.cut)
+            tg.cancel_scope.cancel()
+        if stop is not None and stop.is_set():
+            let_go.done = True  # a signal ends the session at once; the daemon lets go when the socket closes
+            return let_go
+        let_go.ledger.drain(ledger_r)
+        if not let_go.done:
+            stdin = Peeker(0)
+            try:
+                let_go.ledger.untake_last(stdin)
+            finally:
+                stdin.close()
+        return let_go
+    finally:
+        writer.close()
+        os.close(ledger_r)
+
+
+async def _drain_every(ledger: LedgerFold, fd: int) -> None:
+    """Read the ledger now and then, so that it never fills while the daemon serves (it asks when it does)."""
+    while True:
+        await anyio.sleep(LEDGER_DRAIN_S)
+        ledger.drain(fd)
 
 
 @dataclass(frozen=True)
@@ -670,8 +828,10 @@ class _Taker:
         return self.take_line(message, line)
 
 
-async def _run(session: _Relay, first: Target, open_local: LocalServer) -> None:
-    gone: set[tuple[int, str]] = set()
+async def _run(
+    session: _Relay, first: Target | None, open_local: LocalServer, gone: set[tuple[int, str]] | None = None
+) -> None:
+    gone = set() if gone is None else gone
 
     def find() -> Target | None:
         daemons = [d for d in discovery.running() if (int(d["pid"]), str(d["mcp"]["url"])) not in gone]
@@ -682,7 +842,7 @@ async def _run(session: _Relay, first: Target, open_local: LocalServer) -> None:
     retries = 0
     while not (session.agent_done and not session.queue):
         if target is not None:
-            if target is not first or retries:
+            if target is not first or retries or target.stdin:
                 _say(f"relaying to {target.name}")
             backend = _DaemonBackend(target, session)
             try:

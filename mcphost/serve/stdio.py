@@ -169,7 +169,11 @@ class Unanswered:
 
 @asynccontextmanager
 async def serve_stdio(
-    stop: anyio.Event | None = None, shortcut: ShortcutFactory | None = None, *, answer_after_eof: bool = False
+    stop: anyio.Event | None = None,
+    shortcut: ShortcutFactory | None = None,
+    *,
+    answer_after_eof: bool = False,
+    leftover: bytes = b"",
 ) -> AsyncIterator[tuple[Any, Any]]:
     """(read_stream, write_stream) for `Server.run`; falls back to the SDK's transport (and no shortcut) for files
     and ttys.
@@ -177,7 +181,7 @@ async def serve_stdio(
     Setting `stop` ends the input as if the agent had closed it: whoever reads the stream winds down the way it does
     at the end of a session (a server returns from `run`), not by being cancelled; the requests in flight are not
     waited for. With `answer_after_eof`, the agent closing its input ends the read stream only once the requests
-    read before have been answered.
+    read before have been answered. `leftover`: the start of the agent's input, taken from it by someone else.
     """
     if not (is_pipe_or_socket(0) and is_pipe_or_socket(1)) or os.isatty(0):
         async with stdio_server() as (read, write):
@@ -188,11 +192,11 @@ async def serve_stdio(
                 yield streams
         return
 
-    async with (
-        pipe_streams(*claim_stdio()) as (reader, writer),
-        session_streams(reader, writer, stop, shortcut, answer_after_eof=answer_after_eof) as streams,
-    ):
-        yield streams
+    async with pipe_streams(*claim_stdio()) as (reader, writer):
+        if leftover:
+            reader.feed_data(leftover)
+        async with session_streams(reader, writer, stop, shortcut, answer_after_eof=answer_after_eof) as streams:
+            yield streams
 
 
 @asynccontextmanager

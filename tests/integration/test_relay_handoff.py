@@ -4,6 +4,7 @@ its own."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -63,6 +64,43 @@ async def test_the_daemon_answers_the_agent_itself_while_its_relay_is_stopped(sa
             await raw.process.wait()
     assert [r["session_id"].startswith("relay-") for r in sandbox.tool_calls()] == [True, True]
     assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def test_the_daemon_reads_the_agent_itself_while_its_relay_sleeps(sandbox: Sandbox) -> None:
+    """The relay hands the agent's stdin over too: with the relay stopped before the agent says anything, the
+    session opens and a call is answered all the same (nothing passes through the relay's process)."""
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    async with daemon(sandbox), raw_agent(sandbox) as raw:
+        [info] = discovery.running()
+        assert info["relay"]["stdin"] is True
+        await handed_over(raw.process.pid, info["pid"])
+        raw.process.send_signal(signal.SIGSTOP)
+        try:
+            await raw.initialize()
+            await raw.send(call("asleep", "probe:read_notes", {"text": "asleep"}))
+            answer = await raw.answer_to("asleep", timeout=20)
+        finally:
+            raw.process.send_signal(signal.SIGCONT)
+        assert answer["result"]["content"][0]["text"] == "read_notes: asleep"
+        await raw.process.stdin.aclose()
+        with anyio.fail_after(10):
+            assert await raw.process.wait() == 0
+    assert [r["session_id"].startswith("relay-") for r in sandbox.tool_calls()] == [True]
+    assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def handed_over(relay: int, daemon_pid: int) -> None:
+    """Until the daemon holds the relay's stdin (the same pipe among its open files)."""
+    stdin = Path(f"/proc/{relay}/fd/0").readlink()
+    with anyio.fail_after(20):
+        while True:
+            held = set()
+            for fd in Path(f"/proc/{daemon_pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    held.add(fd.readlink())
+            if stdin in held:
+                return
+            await anyio.sleep(0.02)
 
 
 async def test_a_line_the_relay_cannot_read_is_answered_by_the_daemon_holding_stdout(sandbox: Sandbox) -> None:

@@ -1,0 +1,159 @@
+"""A relay hands the agent's stdin to its daemon: every chunk the daemon takes is noted in the relay's ledger before it
+is taken, so that whenever the daemon dies the relay knows what it owes the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any
+
+import orjson
+
+from mcphost.pipes import Peeker
+from mcphost.serve.handoff import Ledger, LedgerFold, pump_stdin
+
+
+def request(request_id: Any, method: str = "tools/call") -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}}) + b"\n"
+
+
+def nonblocking_pipe() -> tuple[int, int]:
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    return r, w
+
+
+async def pump_until(peeker: Peeker, ledger: Ledger, agent: asyncio.StreamReader, lines: int) -> list[bytes]:
+    task = asyncio.ensure_future(pump_stdin(peeker, ledger, agent))
+    try:
+        return [await asyncio.wait_for(agent.readuntil(b"\n"), 5) for _ in range(lines)]
+    finally:
+        task.cancel()
+
+
+async def test_the_requests_the_daemon_takes_are_in_the_ledger_until_answered() -> None:
+    stdin_r, stdin_w = os.pipe()
+    ledger_r, ledger_w = nonblocking_pipe()
+    notification = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    os.write(stdin_w, request(1, "initialize") + notification + request("two") + request(3))
+    peeker, ledger = Peeker(stdin_r), Ledger(ledger_w, lambda: None)
+    lines = await pump_until(peeker, ledger, asyncio.StreamReader(), 4)
+    assert lines[1] == notification
+
+    fold = LedgerFold()
+    fold.drain(ledger_r)
+    assert fold.in_flight == {"1": (1, "initialize"), "two": ("two", "tools/call"), "3": (3, "tools/call")}
+    assert fold.initialized is not None and orjson.loads(fold.initialize or "")["id"] == 1
+
+    await ledger.note({"answered": 1, "ok": True})
+    await ledger.note({"answered": "two", "ok": False})
+    fold.drain(ledger_r)
+    assert fold.in_flight == {"3": (3, "tools/call")}
+    assert fold.initialize_ok
+    # Taken for good: the agent's input holds nothing the relay could read twice.
+    fold.untake_last(peeker)
+    assert fold.in_flight == {"3": (3, "tools/call")}
+    for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
+        os.close(fd)
+    peeker.close()
+
+
+class _DiesAfterNoting(Peeker):
+    """A daemon killed between noting a chunk and taking it."""
+
+    def take(self, n: int) -> bytes:
+        raise SystemExit("killed")
+
+
+async def test_a_chunk_noted_but_never_taken_is_read_by_the_relay_not_owed() -> None:
+    stdin_r, stdin_w = os.pipe()
+    ledger_r, ledger_w = nonblocking_pipe()
+    os.write(stdin_w, request("first"))
+    peeker = Peeker(stdin_r)
+    await pump_until(peeker, Ledger(ledger_w, lambda: None), asyncio.StreamReader(), 1)
+    dying = _DiesAfterNoting(stdin_r)
+    os.write(stdin_w, request("second"))
+    with contextlib.suppress(SystemExit):
+        await pump_stdin(dying, Ledger(ledger_w, lambda: None), asyncio.StreamReader())
+
+    fold = LedgerFold()
+    fold.drain(ledger_r)
+    assert set(fold.in_flight) == {"first", "second"}
+    relay_side = Peeker(stdin_r)
+    fold.untake_last(relay_side)
+    assert set(fold.in_flight) == {"first"}  # owed an answer; "second" is still there for the relay to read
+    assert os.read(stdin_r, 1000) == request("second")
+    for p in (peeker, dying, relay_side):
+        p.close()
+    for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
+        os.close(fd)
+
+
+async def test_a_line_taken_in_pieces_is_kept_by_the_relay_until_it_is_whole() -> None:
+    stdin_r, stdin_w = nonblocking_pipe()
+    os.set_blocking(stdin_r, True)
+    ledger_r, ledger_w = nonblocking_pipe()
+    line = request("long")
+    peeker, ledger, agent = Peeker(stdin_r), Ledger(ledger_w, lambda: None), asyncio.StreamReader()
+    task = asyncio.ensure_future(pump_stdin(peeker, ledger, agent))
+    try:
+        os.write(stdin_w, line[:20])
+        fold = LedgerFold()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            fold.drain(ledger_r)
+            if fold.partial:
+                break
+        assert bytes(fold.partial) == line[:20] and not fold.in_flight  # taken, not yet a request
+        os.write(stdin_w, line[20:])
+        assert await asyncio.wait_for(agent.readuntil(b"\n"), 5) == line
+        fold.drain(ledger_r)
+        assert not fold.partial and set(fold.in_flight) == {"long"}
+    finally:
+        task.cancel()
+    peeker.close()
+    for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
+        os.close(fd)
+
+
+async def test_an_unreadable_request_is_owed_its_error_under_its_id() -> None:
+    stdin_r, stdin_w = os.pipe()
+    ledger_r, ledger_w = nonblocking_pipe()
+    os.write(stdin_w, b'{"jsonrpc": "2.0", "id": "broken", "method": "tools/call", "params": \n')
+    peeker = Peeker(stdin_r)
+    await pump_until(peeker, Ledger(ledger_w, lambda: None), asyncio.StreamReader(), 1)
+    fold = LedgerFold()
+    fold.drain(ledger_r)
+    assert list(fold.in_flight) == ["broken"]
+    peeker.close()
+    for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
+        os.close(fd)
+
+
+async def test_a_full_ledger_asks_the_relay_to_read_it_and_loses_nothing() -> None:
+    ledger_r, ledger_w = nonblocking_pipe()
+    loop = asyncio.get_running_loop()
+    asked: list[bool] = []
+    read = bytearray()
+
+    def relay_reads() -> None:
+        with contextlib.suppress(BlockingIOError):
+            read.extend(os.read(ledger_r, 1 << 20))
+
+    def ask_to_drain() -> None:
+        # The relay, asked, reads the ledger from then on (as its socket's "drain" note makes it do).
+        if not asked:
+            loop.add_reader(ledger_r, relay_reads)
+        asked.append(True)
+
+    ledger = Ledger(ledger_w, ask_to_drain)
+    for n in range(2000):
+        await asyncio.wait_for(ledger.note({"answered": f"id-{n}-{'x' * 200}", "ok": True}), 10)
+    loop.remove_reader(ledger_r)
+    relay_reads()
+    lines = bytes(read).splitlines()
+    assert asked and len(lines) == 2000
+    assert [orjson.loads(line)["answered"].split("-")[1] for line in lines] == [str(n) for n in range(2000)]
+    os.close(ledger_r)
+    os.close(ledger_w)
