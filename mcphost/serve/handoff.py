@@ -16,6 +16,14 @@ so a drain means written). A line that may reach the pipe in pieces (longer than
 waiting to be written) is announced before it is written: should the daemon die in between, the relay starts its
 own lines on a fresh line. The answers to the relay's private requests (a handshake replayed to a new daemon) come
 back on the socket, as they always did.
+
+A relay may hand over the agent's stdin as well, with the write end of its ledger (STDIO_HANDOFF_LINE). The daemon
+then reads the agent itself and the relay sleeps. Each chunk of the agent's input is looked at first (tee(2) on a
+pipe, MSG_PEEK on a socket), noted in the ledger (the requests it holds, its length and checksum, the handshake's
+lines, or the bytes of a line that does not fit), and only then taken; answers are noted there too. The ledger is a
+pipe: noting wakes nobody, and what is noted outlives the daemon. When the daemon lets go, the relay reads it whole:
+a request noted and not answered is owed the daemon's going; a last chunk still at the head of the agent's input was
+never taken, and is the relay's to read.
 """
 
 from __future__ import annotations

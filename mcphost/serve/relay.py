@@ -11,6 +11,12 @@ on: with another daemon for the same config if one is running, else with the gat
 `--in-process` does), and back to a daemon once one runs again and no call is waiting. Each new backend gets the
 agent's handshake replayed, so the agent does not have to know.
 
+Where it can (Linux, the agent's stdout a pipe, its stdin a pipe or socket), the relay hands the daemon the agent's
+stdin too, and sleeps until the daemon lets go: no hop through this process on any call. The daemon notes in the
+relay's ledger what it takes before it takes it (mcphost.serve.handoff), so that when it lets go, however it goes,
+the relay knows which requests are owed an answer, which handshake to replay, and what start of a line to put back;
+from then on it reads the agent itself, as above.
+
 An agent that closes its input has not given up on its answers (it may close right after its last request, then
 read): the session ends once every request it sent is answered. A signal ends it at once.
 """
