@@ -178,16 +178,25 @@ class Ledger:
                 # Full: the relay reads it when asked; the agent's input waits meanwhile.
                 self._ask_to_drain()
                 loop = loop or asyncio.get_running_loop()
-                writable: asyncio.Future[None] = loop.create_future()
-                loop.add_writer(self.fd, _settle, writable)
-                try:
-                    await writable
-                finally:
-                    loop.remove_writer(self.fd)
+                await _ready(loop.add_writer, loop.remove_writer, self.fd)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
+
+
+async def _ready(
+    watch: Callable[[int, Callable[[asyncio.Future[None]], None], asyncio.Future[None]], None],
+    unwatch: Callable[[int], object],
+    fd: int,
+) -> None:
+    """Until `fd` is ready, as `watch` (the loop's add_reader or add_writer) tells."""
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    watch(fd, _settle, ready)
+    try:
+        await ready
+    finally:
+        unwatch(fd)
 
 
 def _settle(future: asyncio.Future[None]) -> None:
@@ -237,12 +246,7 @@ async def pump_stdin(peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReade
     while True:
         data = peeker.peek()
         if data is None:
-            readable: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(peeker.fd, _settle, readable)
-            try:
-                await readable
-            finally:
-                loop.remove_reader(peeker.fd)
+            await _ready(loop.add_reader, loop.remove_reader, peeker.fd)
             continue
         if not data:
             reader.feed_eof()

@@ -31,7 +31,7 @@ import os
 import stat
 import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -468,14 +468,9 @@ class _DaemonBackend:
             if not writer.transport.is_closing():
                 writer.write_eof()
         with anyio.move_on_after(RELEASE_S):
-            while True:
-                try:
-                    line = await reader.readuntil(b"\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                    return
-                note = read_note(line)
-                if note is not None:
-                    self.relay.noted(note)
+            async for note in _notes(reader):
+                self.relay.noted(note)
+            return
         logger.warning("%s kept the agent's stdout after its session: writing there anyway", self.target.name)
 
     def _lose(self, lost: _Lost) -> None:
@@ -787,14 +782,7 @@ async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo |
             if stop is not None:
                 tg.start_soon(_cancel_on, stop, tg.cancel_scope)
             tg.start_soon(_drain_every, let_go.ledger, ledger_r)
-            while True:
-                try:
-                    line = await reader.readuntil(b"\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                    break
-                note = read_note(line)
-                if note is None:
-                    continue
+            async for note in _notes(reader):
                 if note.kind == "drain":
                     let_go.ledger.drain(ledger_r)
                 elif note.kind == "eof":
@@ -816,6 +804,18 @@ async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo |
     finally:
         writer.close()
         os.close(ledger_r)
+
+
+async def _notes(reader: asyncio.StreamReader) -> AsyncIterator[Note]:
+    """The daemon's notes on the socket, until it closes its end (what is not a note is skipped)."""
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            return
+        note = read_note(line)
+        if note is not None:
+            yield note
 
 
 async def _drain_every(ledger: LedgerFold, fd: int) -> None:
