@@ -55,13 +55,16 @@ _CORE: list[Point] = [
     ("mcphost", "reply", "the result made and written"),
     ("agent", "end", "until the agent holds the result"),
 ]
+# A relay that handed the agent's stdin to its daemon stamps nothing: the daemon reads the agent's line itself.
+_HANDED: Point = ("mcphost", "line", "the agent's line read by the daemon (the relay handed it stdin)")
 ROUTES: dict[str, list[Point]] = {
     "in-process": [_START, _LINE, *_CORE],
     "relay": [_START, *_RELAYED, *_CORE],
     "http": [_START, _LINE, *_CORE],
 }
+HANDED_ROUTE: list[Point] = [_START, _HANDED, *_CORE]
 # The table's rows, in the order a call meets them.
-ORDER = [label for _, _, label in [*_RELAYED, _LINE, *_CORE]]
+ORDER = [label for _, _, label in [*_RELAYED, _HANDED, _LINE, *_CORE]]
 
 
 def read_stamps(directory: Path) -> dict[int, list[tuple[int, str]]]:
@@ -153,8 +156,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
         stamps = read_stamps(out)
     report["direct_p50_us"] = statistics.median(e - s for s, e in timed["direct"]) / 1000
     for key in opts.paths:
-        route = ROUTES[key]
         by_role = {role: stamps.get(pid, []) for role, pid in roles[key].items()}
+        route = HANDED_ROUTE if key == "relay" and not by_role.get("relay") else ROUTES[key]
         found, whole = stretches(route, timed[key], by_role)
         report["paths"][key] = {
             "p50_us": statistics.median(e - s for s, e in timed[key]) / 1000,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -257,6 +259,52 @@ async def http_agent(url: str, headers: dict[str, str], mode: str = "auto") -> A
         yield client
 
 
+class _SocketEnd:
+    """Our end of a child's stdin or stdout socket pair, with the calls RawAgent makes of anyio's pipe streams."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+
+    async def send(self, data: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+    async def receive(self) -> bytes:
+        import anyio
+
+        data = await asyncio.get_running_loop().sock_recv(self.sock, 65536)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def aclose(self) -> None:
+        self.sock.close()
+
+
+class _SocketStdioProcess:
+    """An anyio Process whose stdin and stdout are socket pairs."""
+
+    def __init__(self, process: Any, stdin: socket.socket, stdout: socket.socket) -> None:
+        self._process = process
+        self.stdin, self.stdout = _SocketEnd(stdin), _SocketEnd(stdout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._process, name)
+
+
+async def _socket_stdio_process(argv: list[str], env: dict[str, str]) -> _SocketStdioProcess:
+    import anyio
+
+    stdin_ours, stdin_theirs = socket.socketpair()
+    stdout_ours, stdout_theirs = socket.socketpair()
+    try:
+        process = await anyio.open_process(argv, stdin=stdin_theirs, stdout=stdout_theirs, env=env)
+    finally:
+        stdin_theirs.close()
+        stdout_theirs.close()
+    return _SocketStdioProcess(process, stdin_ours, stdout_ours)
+
+
 class RawAgent:
     """`mcphost mcp` spoken to line by line: for what an SDK client never sends (broken JSON, odd ids)."""
 
@@ -302,14 +350,18 @@ class RawAgent:
 
 
 @asynccontextmanager
-async def raw_agent(box: Sandbox, *extra_args: str, env: dict[str, str] | None = None) -> AsyncIterator[RawAgent]:
-    """Start `mcphost mcp` with pipes on stdin and stdout; stderr is collected as it comes."""
+async def raw_agent(
+    box: Sandbox, *extra_args: str, env: dict[str, str] | None = None, sockets: bool = False
+) -> AsyncIterator[RawAgent]:
+    """Start `mcphost mcp` with pipes on stdin and stdout (with `sockets`, a socket pair on each, as Node's libuv
+    gives a child: Claude Code, Cursor and VS Code spawn their servers so); stderr is collected as it comes."""
     import anyio
 
-    process = await anyio.open_process(
-        [sys.executable, "-m", "mcphost", "mcp", "--config", str(box.config), *extra_args],
-        env={**os.environ, **box.env(), **(env or {})},
-    )
+    argv = [sys.executable, "-m", "mcphost", "mcp", "--config", str(box.config), *extra_args]
+    if sockets:
+        process: Any = await _socket_stdio_process(argv, {**os.environ, **box.env(), **(env or {})})
+    else:
+        process = await anyio.open_process(argv, env={**os.environ, **box.env(), **(env or {})})
     stderr: list[str] = []
     drained = anyio.Event()
 
@@ -335,6 +387,8 @@ async def raw_agent(box: Sandbox, *extra_args: str, env: dict[str, str] | None =
                     if process.returncode is None:
                         process.kill()
                         await process.wait()
+                if sockets:
+                    await process.stdout.aclose()
                 with anyio.move_on_after(5):
                     await drained.wait()
             tg.cancel_scope.cancel()

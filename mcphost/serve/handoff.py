@@ -36,6 +36,7 @@ import itertools
 import json
 import os
 import select
+import stat
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,27 +111,34 @@ class HandedOut(Outbox):
         relay.transport.set_write_buffer_limits(0)
         self.relay = relay
         self._long = itertools.count()
+        # Only a pipe takes a short line whole or not at all.
+        pipe = agent.get_extra_info("pipe")
+        self._whole = pipe is not None and stat.S_ISFIFO(os.fstat(pipe.fileno()).st_mode)
 
     async def put(self, line: bytes, answers: Any = NOT_AN_ANSWER, ok: bool = True) -> None:
         if is_private(answers):
             await self._tell(line)
             return
         # A line may reach the pipe in pieces when it is long, or when it joins others waiting (the agent reads
-        # slowly) and is written with them.
-        cut = len(line) > PIPE_BUF or self.writer.transport.get_write_buffer_size() > 0
+        # slowly) and is written with them; on a socket (a Node agent's stdio), whenever it does not fit.
+        cut = not self._whole or len(line) > PIPE_BUF or self.writer.transport.get_write_buffer_size() > 0
         long = next(self._long) if cut else None
         if long is not None:
-            await self._tell(dump_line({"mcphost-writing": long}))
+            await self._note({"mcphost-writing": long})
         await super().put(line)
         if self.broken:
             return
         if long is not None:
-            await self._tell(dump_line({"mcphost-written": long}))
+            await self._note({"mcphost-written": long})
         if answers is not NOT_AN_ANSWER:
-            if self.ledger is not None:
-                await self.ledger.note({"answered": answers, "ok": ok})
-            else:
-                await self._tell(dump_line({"mcphost-answered": answers, "ok": ok}))
+            await self._note({"mcphost-answered": answers, "ok": ok})
+
+    async def _note(self, note: dict[str, Any]) -> None:
+        """To the ledger, when there is one (it wakes nobody), else on the socket."""
+        if self.ledger is not None:
+            await self.ledger.note(note)
+        else:
+            await self._tell(dump_line(note))
 
     async def _tell(self, line: bytes) -> None:
         self.relay.write(line)
@@ -282,6 +290,7 @@ class LedgerFold:
     initialize_ok: bool = False  # answered with a result
     initialized: str | None = None
     partial: bytearray = field(default_factory=bytearray)
+    cut: set[Any] = field(default_factory=set)  # long lines the daemon began on the agent's stdout and did not end
     # The last chunk noted, to be undone if it was never taken: (length, crc, its requests' keys, what it replaced).
     last: tuple[int, int, list[str], tuple[bytes, str | None, str | None]] | None = None
     _rest: bytes = b""
@@ -301,10 +310,16 @@ class LedgerFold:
                 self.apply(_loads(line))
 
     def apply(self, entry: dict[str, Any]) -> None:
-        if "answered" in entry:
-            taken = self.in_flight.pop(id_key(entry["answered"]), None)
+        if "mcphost-answered" in entry:
+            taken = self.in_flight.pop(id_key(entry["mcphost-answered"]), None)
             if taken is not None and taken[1] == "initialize":
                 self.initialize_ok = entry.get("ok") is not False
+            return
+        if "mcphost-writing" in entry:
+            self.cut.add(entry["mcphost-writing"])
+            return
+        if "mcphost-written" in entry:
+            self.cut.discard(entry["mcphost-written"])
             return
         before = (bytes(self.partial), self.initialize, self.initialized)
         keys: list[str] = []
@@ -322,13 +337,6 @@ class LedgerFold:
         else:
             self.partial.clear()
         self.last = (entry["chunk"], entry["crc"], keys, before)
-
-    def apply_note(self, note: Note, cut: set[Any]) -> None:
-        """A note on the socket: a long line under way on the agent's stdout, or done."""
-        if note.kind == "writing":
-            cut.add(note.value)
-        elif note.kind == "written":
-            cut.discard(note.value)
 
     def untake_last(self, stdin: Peeker) -> None:
         """The daemon may have died between noting its last chunk and taking it: if the agent's input still starts

@@ -53,7 +53,6 @@ from mcphost.pipes import (
     can_pass_fds,
     can_peek,
     connect_passing_fd,
-    is_pipe_or_socket,
     widen_pipe,
 )
 from mcphost.serve.handoff import (
@@ -711,16 +710,11 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
 
 
 def _stdio_can_be_handed_over() -> bool:
-    """The agent's stdout is a pipe (a daemon may write it while the relay lives) and its stdin a pipe or socket the
-    daemon can look into; never a tty or a file."""
+    """The agent's stdin and stdout are pipes or sockets (a Node agent's are sockets), and the daemon can look into
+    its stdin; never a tty or a file."""
     try:
-        return (
-            can_pass_fds()
-            and not os.isatty(0)
-            and stat.S_ISFIFO(os.fstat(1).st_mode)
-            and is_pipe_or_socket(0)
-            and can_peek(0)
-        )
+        out = os.fstat(1).st_mode
+        return can_pass_fds() and (stat.S_ISFIFO(out) or stat.S_ISSOCK(out)) and can_peek(0)
     except OSError:
         return False
 
@@ -728,12 +722,11 @@ def _stdio_can_be_handed_over() -> bool:
 @dataclass
 class _LetGo:
     """What a daemon that held the agent's stdin and stdout left when it let go: `done` when the agent closed its
-    input and had every answer; else the ledger (the requests owed, the handshake, a line begun) and the long
-    lines it left unfinished on stdout."""
+    input and had every answer; else the ledger (the requests owed, the handshake, a line begun, a line left
+    unfinished on stdout)."""
 
     done: bool
     ledger: LedgerFold = field(default_factory=LedgerFold)
-    cut: set[Any] = field(default_factory=set)
 
     def seed(self, session: _Relay) -> None:
         ledger = self.ledger
@@ -749,7 +742,7 @@ class _LetGo:
             message = types.jsonrpc_message_adapter.validate_json(ledger.initialized, by_name=False)
             if isinstance(message, types.JSONRPCNotification):
                 session.initialized = message
-        session.cut |= self.cut
+        session.cut |= ledger.cut
         session.answers_unseen = True  # the daemon wrote to the agent: an answer may be out without a word
 
 
@@ -787,8 +780,6 @@ async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo |
                     let_go.ledger.drain(ledger_r)
                 elif note.kind == "eof":
                     let_go.done = True
-                else:
-                    let_go.ledger.apply_note(note, let_go.cut)
             tg.cancel_scope.cancel()
         if stop is not None and stop.is_set():
             let_go.done = True  # a signal ends the session at once; the daemon lets go when the socket closes

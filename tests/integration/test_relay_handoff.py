@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import pytest
 
 from mcphost import discovery
 from tests.helpers import Hostile, Sandbox, daemon, initialize_request, raw_agent
@@ -66,11 +67,13 @@ async def test_the_daemon_answers_the_agent_itself_while_its_relay_is_stopped(sa
     assert "Traceback" not in raw.stderr, raw.stderr
 
 
-async def test_the_daemon_reads_the_agent_itself_while_its_relay_sleeps(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize("sockets", [False, True], ids=["pipes", "sockets"])
+async def test_the_daemon_reads_the_agent_itself_while_its_relay_sleeps(sandbox: Sandbox, sockets: bool) -> None:
     """The relay hands the agent's stdin over too: with the relay stopped before the agent says anything, the
-    session opens and a call is answered all the same (nothing passes through the relay's process)."""
+    session opens and a call is answered all the same (nothing passes through the relay's process). Node agents
+    (Claude Code, Cursor, VS Code) give their servers socket pairs, not pipes: the same holds there."""
     sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
-    async with daemon(sandbox), raw_agent(sandbox) as raw:
+    async with daemon(sandbox), raw_agent(sandbox, sockets=sockets) as raw:
         [info] = discovery.running()
         assert info["relay"]["stdin"] is True
         await handed_over(raw.process.pid, info["pid"])
@@ -86,6 +89,34 @@ async def test_the_daemon_reads_the_agent_itself_while_its_relay_sleeps(sandbox:
         with anyio.fail_after(10):
             assert await raw.process.wait() == 0
     assert [r["session_id"].startswith("relay-") for r in sandbox.tool_calls()] == [True]
+    assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def test_a_daemon_killed_mid_call_on_a_node_agents_sockets_owes_that_call_and_the_session_carries_on(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    slow = {"started": str(sandbox.root / "started"), "gate": str(sandbox.root / "gate")}
+    try:
+        async with daemon(sandbox) as d, raw_agent(sandbox, sockets=True) as raw:
+            [info] = discovery.running()
+            await handed_over(raw.process.pid, info["pid"])
+            await raw.initialize()
+            await raw.send(call("slow", "probe:slow", slow))
+            await wait_for(sandbox.root / "started")
+            d.process.kill()  # kill -9: the daemon holds the agent's stdin and stdout, and says nothing
+            owed = await raw.answer_to("slow", timeout=20)
+            assert "went away during this call" in owed["error"]["message"], owed
+            # The relay reads the agent itself now, and serves it in process.
+            await raw.send(call("after", "probe:read_notes", {"text": "after"}))
+            after = await raw.answer_to("after", timeout=30)
+            assert after["result"]["content"][0]["text"] == "read_notes: after"
+            await raw.process.stdin.aclose()
+            with anyio.fail_after(10):
+                assert await raw.process.wait() == 0
+    finally:
+        (sandbox.root / "gate").touch()
+    assert sandbox.tool_calls()[-1]["session_id"].startswith("stdio-")
     assert "Traceback" not in raw.stderr, raw.stderr
 
 

@@ -46,8 +46,8 @@ async def test_the_requests_the_daemon_takes_are_in_the_ledger_until_answered() 
     assert fold.in_flight == {"1": (1, "initialize"), "two": ("two", "tools/call"), "3": (3, "tools/call")}
     assert fold.initialized is not None and orjson.loads(fold.initialize or "")["id"] == 1
 
-    await ledger.note({"answered": 1, "ok": True})
-    await ledger.note({"answered": "two", "ok": False})
+    await ledger.note({"mcphost-answered": 1, "ok": True})
+    await ledger.note({"mcphost-answered": "two", "ok": False})
     fold.drain(ledger_r)
     assert fold.in_flight == {"3": (3, "tools/call")}
     assert fold.initialize_ok
@@ -149,11 +149,11 @@ async def test_a_full_ledger_asks_the_relay_to_read_it_and_loses_nothing() -> No
 
     ledger = Ledger(ledger_w, ask_to_drain)
     for n in range(2000):
-        await asyncio.wait_for(ledger.note({"answered": f"id-{n}-{'x' * 200}", "ok": True}), 10)
+        await asyncio.wait_for(ledger.note({"mcphost-answered": f"id-{n}-{'x' * 200}", "ok": True}), 10)
     loop.remove_reader(ledger_r)
     relay_reads()
     lines = bytes(read).splitlines()
     assert asked and len(lines) == 2000
-    assert [orjson.loads(line)["answered"].split("-")[1] for line in lines] == [str(n) for n in range(2000)]
+    assert [orjson.loads(line)["mcphost-answered"].split("-")[1] for line in lines] == [str(n) for n in range(2000)]
     os.close(ledger_r)
     os.close(ledger_w)
