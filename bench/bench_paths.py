@@ -67,14 +67,15 @@ START_TIMEOUT_S = 60.0
 SLOW_CALL_NS = 100_000_000  # --sdk: a path whose warm-up calls take longer gets SLOW_CALLS_PER_ROUND calls per round
 SLOW_CALLS_PER_ROUND = 5
 
-PATHS = ("direct", "floor", "in-process", "relay", "http", "supergateway", "mcp-proxy")
-MCPHOST_PATHS = ("in-process", "relay", "http")
+PATHS = ("direct", "floor", "in-process", "relay", "relay-sockets", "http", "supergateway", "mcp-proxy")
+MCPHOST_PATHS = ("in-process", "relay", "relay-sockets", "http")
 PEERS = ("supergateway", "mcp-proxy")
 LABELS = {
     "direct": "direct stdio (client spawns probe.py)",
     "floor": "floor: line relay + fdatasync per answer, nothing else",
     "in-process": "mcphost mcp --in-process (stdio)",
     "relay": "mcphost mcp -> mcphost serve (stdio relay)",
+    "relay-sockets": "the same relay, its stdio socket pairs (as Node agents spawn it)",
     "http": "mcphost serve (streamable HTTP)",
     "supergateway": "supergateway{version} (stdio -> streamable HTTP)",
     "mcp-proxy": "mcp-proxy{version} (stdio -> streamable HTTP)",
@@ -200,9 +201,24 @@ def _dumps(message: dict[str, Any]) -> bytes:
 class StdioRpc(Rpc):
     """Newline-delimited JSON on a child's stdin and stdout (the MCP stdio transport)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], stderr: IO[bytes], sockets: bool = False) -> None:
+        """`sockets`: the child's stdin and stdout are socket pairs, as Node's libuv spawns every child (Claude Code,
+        Cursor and VS Code start their MCP servers so), instead of pipes."""
         super().__init__()
         self.name = Path(argv[0]).name
+        self._in: IO[bytes]
+        self._out: IO[bytes]
+        if sockets:
+            stdin_ours, stdin_theirs = socket.socketpair()
+            stdout_ours, stdout_theirs = socket.socketpair()
+            with stdin_theirs, stdout_theirs:
+                self.process = subprocess.Popen(
+                    argv, stdin=stdin_theirs.fileno(), stdout=stdout_theirs.fileno(), stderr=stderr, env=env, cwd=REPO
+                )
+            self._in, self._out = stdin_ours.makefile("wb"), stdout_ours.makefile("rb")
+            stdin_ours.close()  # the files keep the sockets open
+            stdout_ours.close()
+            return
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO
         )
@@ -928,17 +944,17 @@ def open_plain(
         rpc = StdioRpc([sys.executable, str(PROBE)], dict(os.environ), stack.enter_context(box.stderr_file("direct")))
     elif key == "floor":
         rpc = StdioRpc(floor_argv(box, fsync), dict(os.environ), stack.enter_context(box.stderr_file("floor")))
-    elif key in ("in-process", "relay"):
+    elif key in ("in-process", "relay", "relay-sockets"):
         argv = [*(mcphost or mcphost_command()), "mcp", "--config", str(box.config)]
         if key == "in-process":
             argv.append("--in-process")
-        rpc = StdioRpc(argv, box.env(), stack.enter_context(box.stderr_file(key)))
+        rpc = StdioRpc(argv, box.env(), stack.enter_context(box.stderr_file(key)), sockets=key == "relay-sockets")
     else:
         url, headers = urls[key]
         rpc = HttpRpc(url, headers)
     stack.callback(rpc.close)
     rpc.initialize()
-    if key == "relay" and "relaying to" not in box.stderr_tail("relay"):
+    if key in ("relay", "relay-sockets") and "relaying to" not in box.stderr_tail(key):
         # `mcphost mcp` says so on stderr before it speaks; without it the row would time the in-process path.
         raise BenchFailure(f"mcphost mcp did not relay to the daemon: {box.stderr_tail('relay')!r}")
     return rpc, key in MCPHOST_PATHS
@@ -953,10 +969,10 @@ def start_servers(
     versions: dict[str, str] = {}
     unavailable: dict[str, str] = {}
     pids: dict[str, int] = {}
-    if "relay" in paths or "http" in paths:
+    if "relay" in paths or "relay-sockets" in paths or "http" in paths:
         daemon = start_daemon(box, stack, mcphost)
         urls["http"] = (daemon.url, daemon.headers)
-        pids["relay"] = pids["http"] = daemon.process.pid
+        pids["relay"] = pids["relay-sockets"] = pids["http"] = daemon.process.pid
     for key in PEERS:
         if key not in paths:
             continue
@@ -1033,7 +1049,7 @@ def measure_sdk(
         async with contextlib.AsyncExitStack() as astack:
             clients: list[tuple[Target, Any]] = []
             for key in opts.paths:
-                if key in unavailable:
+                if key in unavailable or key == "relay-sockets":  # the SDK's stdio client spawns on pipes only
                     continue
                 start = time.perf_counter()
                 errlog = astack.enter_context((box.root / f"sdk-{mode}-{key}.stderr").open("w", encoding="utf-8"))
