@@ -170,9 +170,30 @@ class Ledger:
 
     async def note(self, entry: dict[str, Any]) -> None:
         """Until `entry` is in the pipe."""
+        self.note_now(entry)
+        await self.flushed()
+
+    def note_now(self, entry: dict[str, Any]) -> None:
+        """Write `entry` now, as far as the pipe takes it; the rest is `pending` until `flushed`."""
         self._backlog += dump_line(entry)
+        self._write()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._backlog)
+
+    async def flushed(self) -> None:
+        """Until everything noted is in the pipe."""
         loop: asyncio.AbstractEventLoop | None = None
-        while self._backlog:
+        while self._write():
+            # Full: the relay reads it when asked; the agent's input waits meanwhile.
+            self._ask_to_drain()
+            loop = loop or asyncio.get_running_loop()
+            await _ready(loop.add_writer, loop.remove_writer, self.fd)
+
+    def _write(self) -> bool:
+        """Write what is pending; whether some is left."""
+        if self._backlog:
             try:
                 written = os.write(self.fd, self._backlog)
             except BlockingIOError:
@@ -182,11 +203,7 @@ class Ledger:
                     raise ConnectionError("the relay's ledger is closed") from None
                 raise
             del self._backlog[:written]
-            if self._backlog:
-                # Full: the relay reads it when asked; the agent's input waits meanwhile.
-                self._ask_to_drain()
-                loop = loop or asyncio.get_running_loop()
-                await _ready(loop.add_writer, loop.remove_writer, self.fd)
+        return bool(self._backlog)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -244,29 +261,35 @@ def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
     return take, raw
 
 
-async def pump_stdin(peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
+class StdinPump:
     """The agent's input into `reader`, each chunk noted in the ledger before it is taken: should the daemon die
     anywhere in between, the relay knows every request it took (and, from the chunk's checksum, whether the last one
     noted was taken at all). Whole lines are taken as they come; a line that does not fit in what the stream holds
-    is taken in pieces, each piece noted with its bytes (the relay puts them back in front of what it reads next)."""
-    loop = asyncio.get_running_loop()
-    tail = bytearray()  # taken, the start of a line not yet whole: its request's id is read once it is
-    while True:
-        data = peeker.peek()
+    is taken in pieces, each piece noted with its bytes (the relay puts them back in front of what it reads next).
+
+    A chunk is looked at, noted and taken in the loop's own callback for the input being readable, as a transport
+    reads: no task wakes for it. Only the end of the input, or a ledger too full to take the note, wakes `run`."""
+
+    def __init__(self, peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
+        self.peeker, self.ledger, self.reader = peeker, ledger, reader
+        self._tail = bytearray()  # taken, the start of a line not yet whole: its request's id is read once it is
+
+    def note_next(self) -> int | None:
+        """Look at the input and note the chunk the next take takes: its length (-1: the input has ended), or None
+        when there is nothing yet. The note may still be pending in the ledger (it is full)."""
+        data = self.peeker.peek()
         if data is None:
-            await _ready(loop.add_reader, loop.remove_reader, peeker.fd)
-            continue
+            return None
         if not data:
-            reader.feed_eof()
-            return
+            return -1
         end = data.rfind(b"\n")
         entry: dict[str, Any]
         if end >= 0:
             chunk = data[: end + 1]
             lines = chunk.split(b"\n")[:-1]
-            if tail:
-                lines[0] = bytes(tail) + lines[0]
-                tail.clear()
+            if self._tail:
+                lines[0] = bytes(self._tail) + lines[0]
+                self._tail.clear()
             take, raw = _taken(lines)
             entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "take": take}
             if raw:
@@ -274,10 +297,46 @@ async def pump_stdin(peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReade
         else:
             chunk = data
             entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "part": base64.b64encode(chunk).decode("ascii")}
-            if len(tail) <= MAX_LINE:
-                tail += chunk
-        await ledger.note(entry)
-        reader.feed_data(peeker.take(len(chunk)))
+            if len(self._tail) <= MAX_LINE:
+                self._tail += chunk
+        self.ledger.note_now(entry)
+        return len(chunk)
+
+    def take(self, length: int) -> None:
+        self.reader.feed_data(self.peeker.take(length))
+
+    async def run(self) -> None:
+        """Until the input ends (then `reader` ends too)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            woken: asyncio.Future[int] = loop.create_future()
+
+            def readable(woken: asyncio.Future[int] = woken) -> None:
+                if woken.done():
+                    return
+                length = self.note_next()
+                if length is None:
+                    return
+                if length >= 0 and not self.ledger.pending:
+                    self.take(length)
+                else:
+                    woken.set_result(length)
+
+            loop.add_reader(self.peeker.fd, readable)
+            try:
+                readable()  # what the input holds already
+                length = await woken
+            finally:
+                loop.remove_reader(self.peeker.fd)
+            if length < 0:
+                self.reader.feed_eof()
+                return
+            await self.ledger.flushed()
+            self.take(length)
+
+
+async def pump_stdin(peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
+    await StdinPump(peeker, ledger, reader).run()
 
 
 @dataclass
