@@ -314,12 +314,15 @@ class StdinPump:
             def readable(woken: asyncio.Future[int] = woken) -> None:
                 if woken.done():
                     return
-                length = self.note_next()
-                if length is None:
+                try:
+                    length = self.note_next()
+                    if length is not None and length >= 0 and not self.ledger.pending:
+                        self.take(length)
+                        return
+                except Exception as exc:  # the relay's ledger gone, say: the session ends, not the loop's log
+                    woken.set_exception(exc)
                     return
-                if length >= 0 and not self.ledger.pending:
-                    self.take(length)
-                else:
+                if length is not None:
                     woken.set_result(length)
 
             loop.add_reader(self.peeker.fd, readable)
@@ -333,10 +336,6 @@ class StdinPump:
                 return
             await self.ledger.flushed()
             self.take(length)
-
-
-async def pump_stdin(peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
-    await StdinPump(peeker, ledger, reader).run()
 
 
 @dataclass

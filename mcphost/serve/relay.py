@@ -11,7 +11,7 @@ on: with another daemon for the same config if one is running, else with the gat
 `--in-process` does), and back to a daemon once one runs again and no call is waiting. Each new backend gets the
 agent's handshake replayed, so the agent does not have to know.
 
-Where it can (Linux, the agent's stdout a pipe, its stdin a pipe or socket), the relay hands the daemon the agent's
+Where it can (Linux, the agent's stdin and stdout pipes or sockets), the relay hands the daemon the agent's
 stdin too, and sleeps until the daemon lets go: no hop through this process on any call. The daemon notes in the
 relay's ledger what it takes before it takes it (mcphost.serve.handoff), so that when it lets go, however it goes,
 the relay knows which requests are owed an answer, which handshake to replay, and what start of a line to put back;
@@ -485,7 +485,7 @@ class _DaemonBackend:
         try:
             await writer.drain()
         except ConnectionError as exc:
-            self._lose(await self._ended(f"the connection broke ({type(exc).__name__})"))
+            self._lose(await _ended(self.target, f"the connection broke ({type(exc).__name__})"))
             return False
         return True
 
@@ -526,12 +526,9 @@ class _DaemonBackend:
         if self.relay.agent_done and self.relay.idle():
             return  # the session is over at both ends: the agent's doing, nothing the daemon did
         # The daemon ended the session: its calls in flight may or may not have run, and will not be answered.
-        lost = await self._ended("it closed the session")
+        lost = await _ended(self.target, "it closed the session")
         await self.relay.fail_in_flight(death(self.target, lost.reason))
         self._lose(lost)
-
-    async def _ended(self, cause: str) -> _Lost:
-        return await _ended(self.target, cause)
 
     async def _replay(self, writer: asyncio.StreamWriter, handshake: types.JSONRPCRequest) -> None:
         request, done, answer = self.relay.private(handshake)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from mcphost.pipes import Peeker
-from mcphost.serve.handoff import Ledger, LedgerFold, StdinPump, pump_stdin
+from mcphost.serve.handoff import Ledger, LedgerFold, StdinPump
 
 
 def request(request_id: Any, method: str = "tools/call") -> bytes:
@@ -25,7 +25,7 @@ def nonblocking_pipe() -> tuple[int, int]:
 
 
 async def pump_until(peeker: Peeker, ledger: Ledger, agent: asyncio.StreamReader, lines: int) -> list[bytes]:
-    task = asyncio.ensure_future(pump_stdin(peeker, ledger, agent))
+    task = asyncio.ensure_future(StdinPump(peeker, ledger, agent).run())
     try:
         return [await asyncio.wait_for(agent.readuntil(b"\n"), 5) for _ in range(lines)]
     finally:
@@ -91,7 +91,7 @@ async def test_a_line_taken_in_pieces_is_kept_by_the_relay_until_it_is_whole() -
     ledger_r, ledger_w = nonblocking_pipe()
     line = request("long")
     peeker, ledger, agent = Peeker(stdin_r), Ledger(ledger_w, lambda: None), asyncio.StreamReader()
-    task = asyncio.ensure_future(pump_stdin(peeker, ledger, agent))
+    task = asyncio.ensure_future(StdinPump(peeker, ledger, agent).run())
     try:
         os.write(stdin_w, line[:20])
         fold = LedgerFold()
