@@ -769,6 +769,20 @@ class CpuWatch:
         proxy, upstream = self._on_cpu(self.proxy), self._on_cpu(self.upstream)
         return None if proxy is None or upstream is None else (proxy, upstream)
 
+    def switches(self) -> int | None:
+        """Context switches of the path's own processes so far, every thread: a thread that wakes and sleeps
+        again counts one at least, so an idle process's count says how often it wakes."""
+        total = 0
+        try:
+            for pid in self.proxy:
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    for line in (task / "status").read_bytes().splitlines():
+                        if line.startswith((b"voluntary_ctxt_switches:", b"nonvoluntary_ctxt_switches:")):
+                            total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        return total
+
     @staticmethod
     def _on_cpu(pids: list[int]) -> int | None:
         total = 0
@@ -812,6 +826,7 @@ class Target:
     roots: list[int] = field(default_factory=list)  # the processes the path runs on (their children too)
     cpu: CpuWatch | None = None
     cpu_rounds: list[tuple[float, float]] = field(default_factory=list)  # (proxy, upstream) ms a call, per round
+    idle: tuple[float, float] | None = None  # its own processes, sessions open, no call: (CPU ms, wake-ups) a second
 
     def checked_call(self) -> int:
         """One call; its latency in ns. The answer is checked after the clock stops."""
@@ -866,6 +881,22 @@ def interleaved(targets: list[Target], warmup: int, rounds: int, calls: int, dro
     targets[:] = live
 
 
+IDLE_WINDOW_S = 5.0
+
+
+def idle_cost(targets: list[Target], seconds: float) -> None:
+    """What each path's own processes do while its session is open and no call comes: all paths at once, in one
+    window after the rounds (a daemon shared by several paths counts in each)."""
+    watched = [t for t in targets if t.cpu is not None and t.cpu.proxy]
+    before = [(t.cpu.sample(), t.cpu.switches()) for t in watched if t.cpu is not None]
+    time.sleep(seconds)
+    for target, (cpu0, sw0) in zip(watched, before, strict=True):
+        assert target.cpu is not None
+        cpu1, sw1 = target.cpu.sample(), target.cpu.switches()
+        if cpu0 is not None and cpu1 is not None and sw0 is not None and sw1 is not None:
+            target.idle = ((cpu1[0] - cpu0[0]) / seconds / 1e6, (sw1 - sw0) / seconds)
+
+
 def summary(target: Target) -> dict[str, Any]:
     p50s = [statistics.median(r) / 1e6 for r in target.rounds_ns]
     p95s = [percentile(r, 0.95) / 1e6 for r in target.rounds_ns]
@@ -883,6 +914,7 @@ def summary(target: Target) -> dict[str, Any]:
         }
         if target.cpu_rounds
         else None,
+        "idle": {"cpu_ms_per_s": target.idle[0], "wakeups_per_s": target.idle[1]} if target.idle else None,
     }
 
 
@@ -1022,6 +1054,7 @@ def measure_plain(
         target.roots += [pids[key]] if key in pids else []
         targets.append(target)
     interleaved(targets, opts.warmup, opts.rounds, opts.calls, unavailable)
+    idle_cost(targets, IDLE_WINDOW_S)
     return targets
 
 
@@ -1269,6 +1302,18 @@ def render(report: dict[str, Any]) -> str:
     over = [f"{k} {rows[k]['p50_ms'] / floor['p50_ms']:.2f}x" for k in MCPHOST_PATHS if k in rows] if floor else []
     if over:
         lines.append(f"(against the floor, the least a proxy with a durable record costs here: {', '.join(over)})")
+    idle = [r for r in report["rows"] if r.get("idle")]
+    if idle:
+        lines += [
+            "",
+            f"idle, the session open and no call for {IDLE_WINDOW_S:.0f} s (the path's own processes, every thread; "
+            "the daemon is shared by relay and HTTP):",
+        ]
+        lines += [
+            f"  {r['label']}: {r['idle']['cpu_ms_per_s']:.2f} ms CPU a second, {r['idle']['wakeups_per_s']:.0f} "
+            "wake-ups a second"
+            for r in idle
+        ]
     if report.get("sdk_rows"):
         lines += ["", "the same paths with the MCP SDK client (ratio to the SDK's direct stdio in the same mode)", ""]
         lines += table(report["sdk_rows"], report["unavailable"], [])

@@ -133,20 +133,29 @@ async def connect_passing_fd(
         raise
 
 
+async def until_ready(
+    watch: Callable[[int, Callable[[asyncio.Future[None]], None], asyncio.Future[None]], None],
+    unwatch: Callable[[int], object],
+    fd: int,
+) -> None:
+    """Until `fd` is ready, as `watch` (the running loop's add_reader or add_writer) tells."""
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    watch(fd, _settle, ready)
+    try:
+        await ready
+    finally:
+        unwatch(fd)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 async def _first_bytes(sock: socket.socket) -> tuple[bytes, list[int]]:
     """The connection's first bytes, and the fds passed with them (at most `_MAX_FDS`)."""
     loop = asyncio.get_running_loop()
-    readable: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not readable.done():
-            readable.set_result(None)
-
-    loop.add_reader(sock.fileno(), ready)
-    try:
-        await readable
-    finally:
-        loop.remove_reader(sock.fileno())
+    await until_ready(loop.add_reader, loop.remove_reader, sock.fileno())
     flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)  # never inherited by an upstream this process starts
     data, fds, _, _ = socket.recv_fds(sock, _FIRST_READ, _MAX_FDS, flags)
     if not flags:

@@ -23,20 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-import watchfiles
 
+from mcphost.config import dirwatch
 from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, parse_config_bytes
 
 logger = logging.getLogger(__name__)
 
-# watchfiles yields once no new event came for STEP_MS (at most DEBOUNCE_MS after the first); a save is 1-3
-# events within a few milliseconds. (Its thread wakes every STEP_MS even when nothing happens: not lower.)
-STEP_MS = 15
-DEBOUNCE_MS = 200
-# Then the file must keep the same bytes, with no event, this much longer before it is read as the config: a save
-# is taken once nothing touched the file for STEP_MS + SETTLE_S (55 ms). Editors write a file within a millisecond
-# or two; this is the margin for slower writers, and what every save pays in reload latency.
-SETTLE_S = 0.04
+# A save is 1-3 events within a few milliseconds. It is taken once nothing touched the file for SETTLE_S: editors
+# write a file within a millisecond or two; this is the margin for slower writers, and what every save pays in
+# reload latency.
+SETTLE_S = 0.055
 # An emptied file waits this long for the content that usually follows a truncation.
 BLANK_SETTLE_S = 1.0
 # How often the watch looks again at what it cannot be told about: a missing directory that may appear, a symlink
@@ -143,9 +139,6 @@ class _WatchPlan:
                 directories[directory] = None
         return cls(tuple(directories), frozenset(file.name for file in files))
 
-    def concerns(self, _change: watchfiles.Change, changed: str) -> bool:
-        return Path(changed).name in self.names
-
 
 class ConfigWatcher:
     """Calls `on_event` for each settled change of the file's content (not for a save that left it byte-identical)."""
@@ -160,45 +153,37 @@ class ConfigWatcher:
         self.stop = anyio.Event()
 
     async def run(self) -> None:
+        """Watch until `stop` is set."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._report_changes)
-            await self._watch()
+            tg.start_soon(self._watch)
+            await self.stop.wait()
             tg.cancel_scope.cancel()
 
     async def _watch(self) -> None:
-        while not self.stop.is_set():
+        while True:
             plan = _WatchPlan.of(self.path)
             if not plan.directories:
                 # Nothing to watch until a directory exists (a person may create it later).
-                with anyio.move_on_after(PARENT_POLL_S):
-                    await self.stop.wait()
+                await anyio.sleep(PARENT_POLL_S)
                 continue
-            self._changed.set()  # whatever happened while we were not watching
-            batches = watchfiles.awatch(
-                *plan.directories,
-                watch_filter=plan.concerns,
-                step=STEP_MS,
-                debounce=DEBOUNCE_MS,
-                stop_event=self.stop,
-                recursive=False,
-                ignore_permission_denied=True,
-                # Wake up now and then without an event, to notice what no event in these directories announces.
-                rust_timeout=int(PARENT_POLL_S * 1000),
-                yield_on_timeout=True,
-            )
             try:
+                batches = dirwatch.changes(plan.directories, every=PARENT_POLL_S)
                 # aclosing: leaving the loop releases the OS watches at once, not whenever the generator is collected.
                 async with contextlib.aclosing(batches):
-                    async for changes in batches:
-                        if changes:
+                    first = True
+                    async for names in batches:
+                        # The first batch: the watch is in place, and whatever happened before it is read now.
+                        # None: the kernel lost track (a directory went, events were dropped); the next plan reads.
+                        if first or names is None or names & plan.names:
                             self._changed.set()
-                        if _WatchPlan.of(self.path) != plan:
+                        first = False
+                        if names is None or _WatchPlan.of(self.path) != plan:
                             break  # a link re-pointed, a directory came or went: watch where the path leads now
             except (FileNotFoundError, OSError, RuntimeError) as exc:
                 # A directory went away under the watch; wait for it to come back.
                 logger.info("config watch on %s stopped (%s); retrying", plan.directories, exc)
-                with anyio.move_on_after(PARENT_POLL_S):
-                    await self.stop.wait()
+                await anyio.sleep(PARENT_POLL_S)
 
     async def _report_changes(self) -> None:
         while True:

@@ -44,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from mcphost.pipes import MAX_LINE, Peeker
+from mcphost.pipes import MAX_LINE, Peeker, until_ready
 from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, dump_line, id_key, parse_line, rejected_id, valid_id
 
 # The first line of a connection that hands over stdout (the fd rides on it); any other first line is MCP.
@@ -189,7 +189,7 @@ class Ledger:
             # Full: the relay reads it when asked; the agent's input waits meanwhile.
             self._ask_to_drain()
             loop = loop or asyncio.get_running_loop()
-            await _ready(loop.add_writer, loop.remove_writer, self.fd)
+            await until_ready(loop.add_writer, loop.remove_writer, self.fd)
 
     def _write(self) -> bool:
         """Write what is pending; whether some is left."""
@@ -208,25 +208,6 @@ class Ledger:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
-
-
-async def _ready(
-    watch: Callable[[int, Callable[[asyncio.Future[None]], None], asyncio.Future[None]], None],
-    unwatch: Callable[[int], object],
-    fd: int,
-) -> None:
-    """Until `fd` is ready, as `watch` (the loop's add_reader or add_writer) tells."""
-    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    watch(fd, _settle, ready)
-    try:
-        await ready
-    finally:
-        unwatch(fd)
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:

@@ -1,0 +1,158 @@
+"""Notice of changes in a few directories, for the config watcher: the names that changed, as they change.
+
+On Linux the kernel's inotify queue is read by the event loop itself, so a daemon whose config nobody touches does
+nothing at all for it. watchfiles, used elsewhere, polls its notifier from a worker thread every `step` ms and
+takes the GIL at each poll: 65 wake-ups a second of an idle daemon at the step the watcher needs, and a GIL
+hand-off in the middle of the calls an agent is waiting on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import os
+import struct
+import sys
+from collections.abc import AsyncGenerator, Callable, Sequence
+from pathlib import Path
+from typing import cast
+
+import anyio
+
+from mcphost.pipes import until_ready
+
+# <sys/inotify.h>
+_IN_MODIFY = 0x2
+_IN_ATTRIB = 0x4
+_IN_CLOSE_WRITE = 0x8
+_IN_MOVED_FROM = 0x40
+_IN_MOVED_TO = 0x80
+_IN_CREATE = 0x100
+_IN_DELETE = 0x200
+_IN_DELETE_SELF = 0x400
+_IN_MOVE_SELF = 0x800
+_IN_Q_OVERFLOW = 0x4000
+_IN_IGNORED = 0x8000
+_IN_ONLYDIR = 0x01000000
+_IN_NONBLOCK = os.O_NONBLOCK
+_IN_CLOEXEC = os.O_CLOEXEC
+
+# Every way a file in the directory can get new content or a new inode (an editor's rename over it, a delete and
+# re-create, a chmod that makes it unreadable), and the directory itself going away.
+_MASK = (
+    _IN_MODIFY
+    | _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+    | _IN_ONLYDIR
+)
+# The kernel stopped telling about a directory (removed, moved, unmounted) or dropped events: look at everything.
+_LOST = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of NUL-padded name
+_READ_SIZE = 64 * 1024
+
+# A batch of changes: the names changed (empty when `every` seconds passed with none), or None when the kernel lost
+# track of something and the caller must look again at everything.
+Batch = frozenset[str] | None
+
+
+class _Inotify:
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.init1 = cast(Callable[[int], int], libc.inotify_init1)
+        add_watch = libc.inotify_add_watch
+        add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self.add_watch = cast(Callable[[int, bytes, int], int], add_watch)
+
+
+def _load() -> _Inotify | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return _Inotify()
+    except (OSError, AttributeError):
+        return None
+
+
+_INOTIFY = _load()
+
+
+def changes(directories: Sequence[Path], *, every: float) -> AsyncGenerator[Batch]:
+    """Batches of changes in `directories` (not recursive), and an empty batch after `every` seconds without one,
+    until cancelled. The first batch comes once the watch is in place: a change after it is seen. A
+    directory that cannot be watched (no permission) is left out, not an error. Close it (or cancel its reader) to
+    release the OS's watches."""
+    if _INOTIFY is not None:
+        return _inotify_changes(_INOTIFY, directories, every)
+    return _watchfiles_changes(directories, every)
+
+
+async def _inotify_changes(inotify: _Inotify, directories: Sequence[Path], every: float) -> AsyncGenerator[Batch]:
+    fd = inotify.init1(_IN_NONBLOCK | _IN_CLOEXEC)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"inotify: {os.strerror(err)}")
+    try:
+        for directory in directories:
+            if inotify.add_watch(fd, os.fsencode(directory), _MASK) < 0:
+                err = ctypes.get_errno()
+                if err not in (errno.EACCES, errno.EPERM):
+                    raise OSError(err, os.strerror(err), str(directory))
+        loop = asyncio.get_running_loop()
+        yield frozenset()
+        while True:
+            with anyio.move_on_after(every):
+                await until_ready(loop.add_reader, loop.remove_reader, fd)
+            yield _drain(fd)
+    finally:
+        os.close(fd)
+
+
+def _drain(fd: int) -> Batch:
+    """Everything queued on the inotify `fd` now, as one batch."""
+    names: set[str] = set()
+    lost = False
+    while True:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            break
+        offset = 0
+        while offset + _EVENT.size <= len(data):
+            _wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
+            offset += _EVENT.size
+            name = data[offset : offset + size].split(b"\0", 1)[0]
+            offset += size
+            if mask & _LOST:
+                lost = True
+            if name:
+                names.add(os.fsdecode(name))
+    return None if lost else frozenset(names)
+
+
+async def _watchfiles_changes(directories: Sequence[Path], every: float) -> AsyncGenerator[Batch]:
+    # Imported only where there is no inotify: its import and its thread cost the rest nothing.
+    import watchfiles
+
+    batches = watchfiles.awatch(
+        *directories,
+        # Its notifier is polled every `step` ms; a change is yielded once no new one came for a step.
+        step=15,
+        debounce=200,
+        recursive=False,
+        ignore_permission_denied=True,
+        rust_timeout=int(every * 1000),
+        yield_on_timeout=True,
+    )
+    async with contextlib.aclosing(batches):
+        # Its notifier is made on the first step of `batches` and watches from then on; so the first batch, with
+        # changes or after `every` seconds without, comes once the watch is in place.
+        async for batch in batches:
+            yield frozenset(Path(changed).name for _change, changed in batch)
