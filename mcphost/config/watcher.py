@@ -171,13 +171,19 @@ class ConfigWatcher:
                 batches = dirwatch.changes(plan.directories, every=PARENT_POLL_S)
                 # aclosing: leaving the loop releases the OS watches at once, not whenever the generator is collected.
                 async with contextlib.aclosing(batches):
-                    first = True
+                    first, planned = True, anyio.current_time()
                     async for names in batches:
                         # The first batch: the watch is in place, and whatever happened before it is read now.
                         # None: the kernel lost track (a directory went, events were dropped); the next plan reads.
-                        if first or names is None or names & plan.names:
+                        ours = first or names is None or bool(names & plan.names)
+                        if ours:
                             self._changed.set()
                         first = False
+                        # Planned again on a change of ours (a link re-pointed), and now and then for what no event
+                        # here announces; not on every change of other files (a busy ~/.config).
+                        if not ours and anyio.current_time() - planned < PARENT_POLL_S:
+                            continue
+                        planned = anyio.current_time()
                         if names is None or _WatchPlan.of(self.path) != plan:
                             break  # a link re-pointed, a directory came or went: watch where the path leads now
             except (FileNotFoundError, OSError, RuntimeError) as exc:

@@ -208,6 +208,34 @@ async def test_deleting_the_file_is_still_reported_and_recreating_it_applies(tmp
     assert isinstance(events[1], Rejected) and events[1].error.issues[0].line == 1
 
 
+async def test_a_busy_directory_is_not_looked_through_again_at_every_change_of_another_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ~/.config holds every application's settings; some write there all the time.
+    plans = 0
+    plan_of = watcher._WatchPlan.of
+
+    def counted(path: Path) -> watcher._WatchPlan:
+        nonlocal plans
+        plans += 1
+        return plan_of(path)
+
+    monkeypatch.setattr(watcher._WatchPlan, "of", counted)
+    path = tmp_path / "config.toml"
+    path.write_text(BASE, encoding="utf-8")
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("ask", BASE))
+        before = plans
+        for i in range(50):
+            (tmp_path / f"other-{i}.json").write_text("{}", encoding="utf-8")
+            await anyio.sleep(0.002)  # each its own batch of events
+        looked = plans - before
+        path.write_text(with_write("deny", BASE), encoding="utf-8")
+        (event,) = await wait_for(lambda: events, "the save after the others")
+    assert looked <= 3, f"{looked} plans for 50 changes of other files"
+    assert isinstance(event, Reloaded) and event.loaded.config.permissions.write.value == "deny"
+
+
 async def test_a_truncate_then_write_save_never_applies_the_empty_file_to_a_running_daemon(sandbox: Sandbox) -> None:
     probe = sandbox.probe_server()
     sandbox.write_config(BASE + probe)
