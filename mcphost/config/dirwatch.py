@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import logging
 import os
 import struct
 import sys
@@ -22,6 +23,8 @@ from typing import cast
 import anyio
 
 from mcphost.pipes import until_ready
+
+logger = logging.getLogger(__name__)
 
 # <sys/inotify.h>
 _IN_MODIFY = 0x2
@@ -95,6 +98,42 @@ def changes(directories: Sequence[Path], *, every: float) -> AsyncGenerator[Batc
 
 
 async def _inotify_changes(inotify: _Inotify, directories: Sequence[Path], every: float) -> AsyncGenerator[Batch]:
+    try:
+        fd = _watch(inotify, directories)
+    except OSError as exc:
+        if exc.errno not in _SPENT:
+            raise
+        # The user's inotify instances or watches are used up (an editor watching a large workspace takes
+        # thousands). Then the directories are looked at every `every` seconds instead, and inotify is tried again
+        # now and then (a None batch makes the caller start over).
+        _warn_spent(exc)
+        seen = _listing(directories)
+        yield frozenset()
+        for _ in range(_POLLS_PER_RETRY):
+            await anyio.sleep(every)
+            now = _listing(directories)
+            yield frozenset(name for name in seen.keys() | now.keys() if seen.get(name) != now.get(name))
+            seen = now
+        yield None
+        return
+    try:
+        loop = asyncio.get_running_loop()
+        yield frozenset()
+        while True:
+            with anyio.move_on_after(every):
+                await until_ready(loop.add_reader, loop.remove_reader, fd)
+            yield _drain(fd)
+    finally:
+        os.close(fd)
+
+
+# The kernel's per-user limits: instances (EMFILE), watches (ENOSPC), or its memory for them (ENOMEM).
+_SPENT = (errno.EMFILE, errno.ENOSPC, errno.ENOMEM)
+_warned: list[int] = []
+
+
+def _watch(inotify: _Inotify, directories: Sequence[Path]) -> int:
+    """An inotify fd watching `directories`."""
     fd = inotify.init1(_IN_NONBLOCK | _IN_CLOEXEC)
     if fd < 0:
         err = ctypes.get_errno()
@@ -104,15 +143,40 @@ async def _inotify_changes(inotify: _Inotify, directories: Sequence[Path], every
             if inotify.add_watch(fd, os.fsencode(directory), _MASK) < 0:
                 err = ctypes.get_errno()
                 if err not in (errno.EACCES, errno.EPERM):
-                    raise OSError(err, os.strerror(err), str(directory))
-        loop = asyncio.get_running_loop()
-        yield frozenset()
-        while True:
-            with anyio.move_on_after(every):
-                await until_ready(loop.add_reader, loop.remove_reader, fd)
-            yield _drain(fd)
-    finally:
+                    raise OSError(err, f"inotify: {os.strerror(err)}", str(directory))
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+_POLLS_PER_RETRY = 30
+
+
+def _listing(directories: Sequence[Path]) -> dict[str, tuple[int, int, int, int]]:
+    """What a change to a file would change: its inode, size, and times, by name (the names of all directories
+    together, as the batches give them)."""
+    seen: dict[str, tuple[int, int, int, int]] = {}
+    for directory in directories:
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    seen[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return seen
+
+
+def _warn_spent(exc: OSError) -> None:
+    if exc.errno in _warned:
+        return
+    _warned.append(exc.errno or 0)
+    limit = "max_user_watches" if exc.errno == errno.ENOSPC else "max_user_instances"
+    logger.warning(
+        "config watch: %s; config.toml is read once a second instead (raise fs.inotify.%s with sysctl to get "
+        "changes the moment they are saved)",
+        exc,
+        limit,
+    )
 
 
 def _drain(fd: int) -> Batch:

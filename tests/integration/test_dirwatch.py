@@ -4,6 +4,7 @@ watchfiles where there is none (run here too, with inotify hidden)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import shutil
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -12,7 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcphost.config import dirwatch
+from mcphost.config import dirwatch, watcher
+from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Reloaded
 
 pytestmark = pytest.mark.anyio
 
@@ -101,3 +103,35 @@ async def test_a_missing_directory_is_an_os_error_naming_it(tmp_path: Path) -> N
     with pytest.raises(OSError, match="gone"):
         async with watching(tmp_path / "gone") as batches:
             await anext(batches)
+
+
+@needs_inotify
+async def test_with_the_users_inotify_watches_spent_a_save_is_still_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def spent(inotify: object, directories: object) -> int:
+        raise OSError(errno.ENOSPC, "inotify: No space left on device")
+
+    monkeypatch.setattr(dirwatch, "_watch", spent)
+    monkeypatch.setattr(dirwatch, "_warned", [])
+    monkeypatch.setattr(watcher, "PARENT_POLL_S", 0.05)
+    path = tmp_path / "config.toml"
+    path.write_text('[permissions]\nwrite = "ask"\n', encoding="utf-8")
+    events: list[ConfigEvent] = []
+    reported = anyio.Event()
+
+    def on_event(event: ConfigEvent) -> None:
+        events.append(event)
+        reported.set()
+
+    config_watcher = ConfigWatcher(path, on_event, path.read_bytes())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(config_watcher.run)
+        path.write_text('[permissions]\nwrite = "deny"\n', encoding="utf-8")
+        with anyio.fail_after(10):
+            await reported.wait()
+        config_watcher.stop.set()
+    (event,) = events
+    assert isinstance(event, Reloaded) and event.loaded.config.permissions.write.value == "deny"
+    warnings = [r.getMessage() for r in caplog.records if r.name == dirwatch.__name__]
+    assert len(warnings) == 1 and "fs.inotify.max_user_watches" in warnings[0], warnings
