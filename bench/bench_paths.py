@@ -1310,8 +1310,7 @@ def render(report: dict[str, Any]) -> str:
             "the daemon is shared by relay and HTTP):",
         ]
         lines += [
-            f"  {r['label']}: {r['idle']['cpu_ms_per_s']:.2f} ms CPU/s, {r['idle']['wakeups_per_s']:.0f} "
-            "wake-ups/s"
+            f"  {r['label']}: {r['idle']['cpu_ms_per_s']:.2f} ms CPU/s, {r['idle']['wakeups_per_s']:.0f} wake-ups/s"
             for r in idle
         ]
     if report.get("sdk_rows"):

@@ -170,7 +170,7 @@ def _warn_spent(exc: OSError) -> None:
     if exc.errno in _warned:
         return
     _warned.append(exc.errno or 0)
-    limit = "max_user_watches" if exc.errno == errno.ENOSPC else "max_user_instances"
+    limit = "max_user_instances" if exc.errno == errno.EMFILE else "max_user_watches"
     logger.warning(
         "config watch: %s; config.toml is read once a second instead (raise fs.inotify.%s with sysctl to get "
         "changes the moment they are saved)",
