@@ -772,27 +772,32 @@ class CpuWatch:
     def switches(self) -> int | None:
         """Context switches of the path's own processes so far, every thread: a thread that wakes and sleeps
         again counts one at least, so an idle process's count says how often it wakes."""
-        total = 0
-        try:
-            for pid in self.proxy:
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    for line in (task / "status").read_bytes().splitlines():
-                        if line.startswith((b"voluntary_ctxt_switches:", b"nonvoluntary_ctxt_switches:")):
-                            total += int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            return None
-        return total
+        return _per_thread(self.proxy, "status", _switches)
 
     @staticmethod
     def _on_cpu(pids: list[int]) -> int | None:
-        total = 0
-        try:
-            for pid in pids:
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    total += int((task / "schedstat").read_bytes().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None  # a process gone, or no schedstat: no figure rather than a wrong one
-        return total
+        return _per_thread(pids, "schedstat", lambda data: int(data.split()[0]))
+
+
+def _switches(status: bytes) -> int:
+    return sum(
+        int(line.split()[1])
+        for line in status.splitlines()
+        if line.startswith((b"voluntary_ctxt_switches:", b"nonvoluntary_ctxt_switches:"))
+    )
+
+
+def _per_thread(pids: list[int], name: str, read: Callable[[bytes], int]) -> int | None:
+    """`read` of /proc/<pid>/task/<tid>/`name`, summed over every thread of `pids`; None when a process is gone or
+    the file is not there: no figure rather than a wrong one."""
+    total = 0
+    try:
+        for pid in pids:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                total += read((task / name).read_bytes())
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
 
 
 def _children(pid: int) -> list[int]:

@@ -300,20 +300,23 @@ def widen_pipe(fd: int, size: int = PEEK_MAX) -> None:
         fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
 
 
-def _libc_tee() -> Callable[[int, int, int, int], int] | None:
+def linux_libc(name: str, argtypes: list[Any], restype: Any) -> Any | None:
+    """libc's function `name`, given its C signature, on Linux; None elsewhere, or where this libc has none."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        tee = libc.tee
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
-    tee.restype = ctypes.c_ssize_t
-    return cast(Callable[[int, int, int, int], int], tee)
+    function.argtypes = argtypes
+    function.restype = restype
+    return function
 
 
-_TEE = _libc_tee()
+_TEE = cast(
+    Callable[[int, int, int, int], int] | None,
+    linux_libc("tee", [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint], ctypes.c_ssize_t),
+)
 # Whether a pipe can be looked into here (a socket always can).
 PIPE_PEEK = _TEE is not None
 

@@ -15,14 +15,13 @@ import errno
 import logging
 import os
 import struct
-import sys
 from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import anyio
 
-from mcphost.pipes import until_ready
+from mcphost.pipes import linux_libc, until_ready
 
 logger = logging.getLogger(__name__)
 
@@ -66,22 +65,16 @@ _READ_SIZE = 64 * 1024
 Batch = frozenset[str] | None
 
 
+@dataclass(frozen=True, slots=True)
 class _Inotify:
-    def __init__(self) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        self.init1 = cast(Callable[[int], int], libc.inotify_init1)
-        add_watch = libc.inotify_add_watch
-        add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        self.add_watch = cast(Callable[[int, bytes, int], int], add_watch)
+    init1: Callable[[int], int]
+    add_watch: Callable[[int, bytes, int], int]
 
 
 def _load() -> _Inotify | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return _Inotify()
-    except (OSError, AttributeError):
-        return None
+    init1 = linux_libc("inotify_init1", [ctypes.c_int], ctypes.c_int)
+    add_watch = linux_libc("inotify_add_watch", [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32], ctypes.c_int)
+    return None if init1 is None or add_watch is None else _Inotify(init1, add_watch)
 
 
 _INOTIFY = _load()
@@ -129,7 +122,7 @@ async def _inotify_changes(inotify: _Inotify, directories: Sequence[Path], every
 
 # The kernel's per-user limits: instances (EMFILE), watches (ENOSPC), or its memory for them (ENOMEM).
 _SPENT = (errno.EMFILE, errno.ENOSPC, errno.ENOMEM)
-_warned: list[int] = []
+_warned: set[int] = set()
 
 
 def _watch(inotify: _Inotify, directories: Sequence[Path]) -> int:
@@ -169,7 +162,7 @@ def _listing(directories: Sequence[Path]) -> dict[str, tuple[int, int, int, int]
 def _warn_spent(exc: OSError) -> None:
     if exc.errno in _warned:
         return
-    _warned.append(exc.errno or 0)
+    _warned.add(exc.errno or 0)
     limit = "max_user_instances" if exc.errno == errno.EMFILE else "max_user_watches"
     logger.warning(
         "config watch: %s; config.toml is read once a second instead (raise fs.inotify.%s with sysctl to get "

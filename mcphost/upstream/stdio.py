@@ -26,7 +26,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -40,6 +39,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
 from mcphost.console import safe
+from mcphost.pipes import linux_libc
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
 
@@ -59,20 +59,10 @@ _ENDS = 512
 _PR_SET_PDEATHSIG = 1
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
 # Looked up once, here: the child between fork and exec should do as little as it can.
-_PRCTL = _load_prctl()
+_PRCTL: Callable[..., int] | None = linux_libc(
+    "prctl", [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong], ctypes.c_int
+)
 
 
 def _die_with_parent() -> Callable[[], None] | None:

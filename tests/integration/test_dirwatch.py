@@ -113,7 +113,7 @@ async def test_with_the_users_inotify_watches_spent_a_save_is_still_applied(
         raise OSError(errno.ENOSPC, "inotify: No space left on device")
 
     monkeypatch.setattr(dirwatch, "_watch", spent)
-    monkeypatch.setattr(dirwatch, "_warned", [])
+    monkeypatch.setattr(dirwatch, "_warned", set())
     monkeypatch.setattr(watcher, "PARENT_POLL_S", 0.05)
     path = tmp_path / "config.toml"
     path.write_text('[permissions]\nwrite = "ask"\n', encoding="utf-8")
