@@ -85,8 +85,7 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
             if out is not None:
                 out.give_up()
             if agent_done:
-                with contextlib.suppress(ConnectionError, RuntimeError):
-                    writer.write(dump_line({"mcphost-eof": True}))
+                _tell_relay(writer, {"mcphost-eof": True})
             writer.close()
 
     directory = ensure_private_dir(runtime_dir())

@@ -77,12 +77,9 @@ def read_note(line: bytes) -> Note | None:
     if not line.startswith(b'{"mcphost-'):
         return None
     try:
-        body = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        try:
-            body = json.loads(line)  # an id holding a lone surrogate, escaped by dump_line
-        except ValueError:
-            return None
+        body = _loads(line)
+    except ValueError:
+        return None
     if not isinstance(body, dict):
         return None
     if "mcphost-answered" in body:

@@ -730,25 +730,26 @@ class _LetGo:
         for request_id, method in ledger.in_flight.values():
             session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method)
         if ledger.initialize is not None:
-            handshake = _request(ledger.initialize)
-            if ledger.initialize_ok and handshake is not None:
-                session.handshake = handshake
-            elif handshake is not None and id_key(handshake.id) in session.in_flight:
-                session.in_flight[id_key(handshake.id)] = handshake
+            handshake = _message(ledger.initialize)
+            if isinstance(handshake, types.JSONRPCRequest):
+                if ledger.initialize_ok:
+                    session.handshake = handshake
+                elif id_key(handshake.id) in session.in_flight:
+                    session.in_flight[id_key(handshake.id)] = handshake
         if ledger.initialized is not None:
-            message = types.jsonrpc_message_adapter.validate_json(ledger.initialized, by_name=False)
-            if isinstance(message, types.JSONRPCNotification):
-                session.initialized = message
+            initialized = _message(ledger.initialized)
+            if isinstance(initialized, types.JSONRPCNotification):
+                session.initialized = initialized
         session.cut |= ledger.cut
         session.answers_unseen = True  # the daemon wrote to the agent: an answer may be out without a word
 
 
-def _request(line: str) -> types.JSONRPCRequest | None:
+def _message(line: str) -> Message | None:
+    """A handshake line from the ledger as the SDK reads it; None when it does not."""
     try:
-        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError:
         return None
-    return message if isinstance(message, types.JSONRPCRequest) else None
 
 
 async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo | None:
