@@ -860,10 +860,12 @@ async function main() {
       await runCommand(page, 'mcphost: List and Revoke Remembered Approvals');
       const none = toast(page, 'no remembered approvals').first();
       await none.waitFor({ state: 'visible', timeout: 10_000 });
-      // Closed, so that it is not in the pictures that follow (its close button shows on hover).
-      await none.hover();
-      await none.locator('.codicon-notifications-clear').click();
-      await none.waitFor({ state: 'detached', timeout: 10_000 });
+      // Closed, so that it is not in the pictures that follow (its close button shows on hover). VS Code may hide an
+      // information toast on its own while it is still sliding in (the button is then never stable to click): gone
+      // is all this step needs.
+      await none.hover({ timeout: 5_000 }).catch(() => {});
+      await none.locator('.codicon-notifications-clear').click({ timeout: 5_000 }).catch(() => {});
+      await none.waitFor({ state: 'hidden', timeout: 10_000 });
     });
 
     // ---- fewer, better questions: the rule that asked, batches, scoped remembered approvals
