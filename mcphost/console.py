@@ -127,6 +127,10 @@ def cut(text: str, width: int, ascii_only: bool = False) -> str:
     return head.rstrip(" ,;:-") + mark
 
 
+# Per column of some rows: the widest cell on screen, and whether any cell holds anything (Table.measure).
+Measures = tuple[tuple[int, bool], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
     header: str
@@ -157,17 +161,23 @@ class Table:
         self.widths: list[int] = [cell_width(c.header) for c in self.columns]
         self.shown: list[bool] = [True] * len(self.columns)
         self._fixed: list[bool] = [False] * len(self.columns)  # cut to fit the terminal: stays that wide
+        # By the id of the rows `measure` saw: the rows (holding the id), their columns cleaned (None: as they are)
+        # and joined, and their measures; `render` of the same rows takes them instead of cleaning again.
+        self._measured: dict[
+            int, tuple[Sequence[Sequence[str]], list[tuple[list[str] | None, str]], list[tuple[int, bool]]]
+        ] = {}
 
-    def _clean(self, column: Sequence[str]) -> tuple[list[str], str]:
+    def _clean(self, column: Sequence[str]) -> tuple[list[str] | None, str]:
         """The cells escaped (and made ASCII for an output that cannot take more), and all of them joined: one
-        pass over a long column answers whether any cell needs escaping, is wide, or holds anything at all."""
-        cells = list(column)
-        joined = "".join(cells)
+        pass over a long column answers whether any cell needs escaping, is wide, or holds anything at all. The
+        cells are None when they are shown as they are."""
+        joined = "".join(column)
+        cells = None
         if not joined.isprintable():
-            cells = [safe(cell) for cell in cells]
+            cells = [safe(cell) for cell in column]
             joined = "".join(cells)
         if self.ascii_only and not joined.isascii():
-            cells = [cell.encode("ascii", "backslashreplace").decode("ascii") for cell in cells]
+            cells = [cell.encode("ascii", "backslashreplace").decode("ascii") for cell in cells or column]
             joined = "".join(cells)
         return cells, joined
 
@@ -204,47 +214,118 @@ class Table:
     def lines(self, rows: Sequence[Sequence[str]], *, header: bool = True, at_least: Sequence[int] = ()) -> list[str]:
         """The table's lines (the header first), its column widths settled by these rows (and `at_least`, the
         widths to keep room for, for rows that follow with `line`)."""
-        table = [tuple(c.header for c in self.columns), *map(tuple, rows)]
-        laid: list[list[str]] = []
-        natural: list[int] = []
-        cleaned: list[list[str]] = []
-        plain: list[bool] = []
-        empty: list[bool] = []
-        for i, column in enumerate(zip(*table, strict=True)):
+        self.fit([self.measure(rows)], at_least)
+        body = self.render(rows)
+        return [self.header(), *body] if header else body
+
+    def measure(self, rows: Sequence[Sequence[str]]) -> Measures:
+        """What the layout needs to know of these rows: each column's widest cell, on screen and escaped, and
+        whether any cell holds anything. Parts of one listing measured apart (in other processes: mcphost.cli.scan)
+        are laid out as one by `fit` over all their measures, then `render` of each part."""
+        columns: list[tuple[list[str] | None, str]] = []
+        measures: list[tuple[int, bool]] = []
+        for column in zip(*rows, strict=True) if rows else [()] * len(self.columns):
             cells, joined = self._clean(column)
-            ascii_cells = joined.isascii()
-            size = max(map(len, cells)) if ascii_cells else max(map(cell_width, set(cells)))
-            natural.append(max(size, at_least[i] if i < len(at_least) else 0))
-            cleaned.append(cells)
-            plain.append(ascii_cells)
-            empty.append(len(joined) == len(cells[0]) and not at_least)  # nothing under the header
-        widths, shown = self._fit(natural, empty)
+            shown = column if cells is None else cells
+            if not shown:
+                size = 0
+            elif joined.isascii():
+                size = max(map(len, shown))
+            else:
+                size = max(map(cell_width, set(shown)))
+            columns.append((cells, joined))
+            measures.append((size, bool(joined)))
+        self._measured[id(rows)] = (rows, columns, measures)
+        return tuple(measures)
+
+    def fit(self, parts: Sequence[Measures], at_least: Sequence[int] = ()) -> None:
+        """Settle each column's width, and whether it is shown, for rows of which these are the measures (and
+        `at_least`: widths to keep room for, for rows that follow with `line`)."""
+        natural = [cell_width(c.header) for c in self.columns]
+        filled = [bool(at_least)] * len(self.columns)
+        for measures in parts:
+            for i, (size, any_cell) in enumerate(measures):
+                natural[i] = max(natural[i], size)
+                filled[i] = filled[i] or any_cell
+        for i, size in enumerate(at_least[: len(natural)]):
+            natural[i] = max(natural[i], size)
+        widths, shown = self._fit(natural, [not f for f in filled])
         self.widths, self.shown = widths, shown
         self._fixed = [w < min(n, c.limit or n) for w, n, c in zip(widths, natural, self.columns, strict=True)]
-        last = max((i for i, s in enumerate(shown) if s), default=-1)
-        for i, (cells, size) in enumerate(zip(cleaned, widths, strict=True)):
-            if not shown[i]:
+
+    def plan(self) -> tuple[list[int], list[bool], list[bool]]:
+        """What `fit` settled, for `follow` in another process laying out another part of the same listing."""
+        return list(self.widths), list(self.shown), list(self._fixed)
+
+    def follow(self, plan: tuple[list[int], list[bool], list[bool]]) -> None:
+        widths, shown, fixed = plan
+        if not len(widths) == len(shown) == len(fixed) == len(self.columns):
+            raise ValueError("a plan for another table")
+        self.widths, self.shown, self._fixed = (
+            [int(w) for w in widths],
+            [bool(s) for s in shown],
+            [bool(f) for f in fixed],
+        )
+
+    def header(self) -> str:
+        headers = [tuple(c.header for c in self.columns)]
+        return self._render(
+            headers, [self._clean(h) for h in zip(*headers, strict=True)], [cell_width(h) for h in headers[0]]
+        )[0]
+
+    def render(self, rows: Sequence[Sequence[str]]) -> list[str]:
+        """The lines of these rows, laid out to the widths `fit` settled (none of the header)."""
+        if id(rows) not in self._measured:
+            self.measure(rows)
+        _rows, cleaned, measures = self._measured.pop(id(rows))
+        return self._render(rows, cleaned, [size for size, _filled in measures])
+
+    def _render(
+        self, rows: Sequence[Sequence[str]], cleaned: list[tuple[list[str] | None, str]], longest: list[int]
+    ) -> list[str]:
+        if not any(self.shown):
+            return [""] * len(rows)
+        last = max(i for i, s in enumerate(self.shown) if s)
+        # Each line is one `%` of a format that pads every column (and drops a hidden one with `%.0s`): a fifth
+        # of the time of padding every cell and joining them. A column's cells are changed first only where they
+        # must be: escaped, cut, or of wide characters in different numbers.
+        formats: list[str] = []
+        changed: dict[int, list[str]] = {}
+        for i, ((cells, joined), size) in enumerate(zip(cleaned, self.widths, strict=True)):
+            if not self.shown[i]:
+                formats.append("%.0s")
                 continue
-            if plain[i]:
-                if max(map(len, cells)) > size:
-                    cells = [cell if len(cell) <= size else cut(cell, size, self.ascii_only) for cell in cells]
-                if self.columns[i].right:
-                    laid.append([cell.rjust(size) for cell in cells])
-                else:
-                    laid.append(cells if i == last else [cell.ljust(size) for cell in cells])
+            gap = "" if i == min(j for j, s in enumerate(self.shown) if s) else self.gap.replace("%", "%%")
+            right = self.columns[i].right
+            shown = cells if cells is not None else [row[i] for row in rows] if not joined.isascii() else None
+            if shown is None:  # ASCII: a character takes a column
+                if longest[i] > size:
+                    changed[i] = [
+                        cell if len(cell) <= size else cut(cell, size, self.ascii_only)
+                        for row in rows
+                        for cell in (row[i],)
+                    ]
+                formats.append(gap + (f"%{size}s" if right else "%s" if i == last else f"%-{size}s"))
                 continue
-            # Few distinct cells in most such columns (the intent column: an icon and a word): each is measured,
-            # cut and padded once.
+            extra = {cell_width(cell) - len(cell) for cell in set(shown)}
+            if cells is None and len(extra) == 1 and max(map(cell_width, set(shown))) <= size:
+                # Wide characters, as many in every cell (the intent column: one icon each): padded by `%` too.
+                wide = extra.pop()
+                formats.append(gap + (f"%{size - wide}s" if right else "%s" if i == last else f"%-{size - wide}s"))
+                continue
+            # Few distinct cells in most such columns: each is measured, cut and padded once.
             shaped: dict[str, str] = {}
-            for cell in set(cells):
+            for cell in set(shown):
                 fitted = cut(cell, size, self.ascii_only)
                 pad = " " * (size - cell_width(fitted))
-                shaped[cell] = pad + fitted if self.columns[i].right else fitted if i == last else fitted + pad
-            laid.append([shaped[cell] for cell in cells])
-        if not laid:
-            return [""] * len(table) if header else [""] * (len(table) - 1)
-        lines = [line.rstrip() for line in map(self.gap.join, zip(*laid, strict=True))]
-        return lines if header else lines[1:]
+                shaped[cell] = pad + fitted if right else fitted if i == last else fitted + pad
+            changed[i] = [shaped[cell] for cell in shown]
+            formats.append(gap + "%s")
+        layout = "".join(formats)
+        if not changed:
+            return [(layout % row).rstrip() for row in map(tuple, rows)]
+        columns = [changed.get(i) or [row[i] for row in rows] for i in range(len(self.columns))]
+        return [(layout % cells).rstrip() for cells in zip(*columns, strict=True)]
 
     def line(self, row: Sequence[str]) -> str:
         """One more row under the table `lines` made (`log tail -f`): laid out to its widths. A cell wider than its
@@ -254,7 +335,8 @@ class Table:
         for i, column in enumerate(self.columns):
             if not self.shown[i]:
                 continue
-            cell = self._clean([row[i]])[0][0]
+            cleaned, _joined = self._clean([row[i]])
+            cell = row[i] if cleaned is None else cleaned[0]
             size = cell_width(cell)
             if size > self.widths[i]:
                 room = self.widths[i] if self._fixed[i] else column.limit

@@ -206,6 +206,10 @@ def table(records: Sequence[Mapping[str, Any]], ascii_only: bool = False, width:
 
 def row(record: Mapping[str, Any], ascii_only: bool = False) -> tuple[str, ...]:
     """One record's cells in the table; a long listing keeps these instead of the records."""
+    if type(record) is dict and record.get("type", "tool_call") == "tool_call":
+        cells = _call_row(record, ascii_only)
+        if cells is not None:
+            return cells
     kind = intent_type(record) if is_call(record) else None
     if kind is not None:
         intent = f"{(ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]} {kind}"
@@ -219,6 +223,81 @@ def row(record: Mapping[str, Any], ascii_only: bool = False) -> tuple[str, ...]:
         duration(record),
         detail_cell(record),
         safe(record.get("id", "")),
+    )
+
+
+def _call_row(record: dict[str, Any], ascii_only: bool) -> tuple[str, ...] | None:
+    """`row` of a call record the way mcphost writes them, in one pass instead of a dozen helpers (a listing of a
+    million records renders hundreds of thousands of rows); None for anything else, which the helpers render.
+    Every value taken as it is is a printable string, which `safe` would give back unchanged."""
+    get = record.get
+    metadata, server, tool, state, took, decided, failed, record_id = (
+        get("metadata"),
+        get("server"),
+        get("tool"),
+        get("status"),
+        get("duration_ms"),
+        get("decision"),
+        get("error"),
+        get("id", ""),
+    )
+    if not (
+        type(metadata) is dict
+        and type(server) is str
+        and type(tool) is str
+        and server
+        and tool
+        and type(state) is str
+        and type(record_id) is str
+        and "outcome" not in record
+    ):
+        return None
+    intent = metadata.get("intent")
+    kind = intent.get("operation_type") if type(intent) is dict else None
+    if type(kind) is not str or kind not in INTENT_ICONS:
+        return None  # not declared: the intent comes from the tool variant
+    shown = server + tool + state + record_id
+    if failed is not None:
+        if type(failed) is not dict:
+            return None
+        code = failed.get("code")
+        if code:
+            if type(code) is not str:
+                return None
+            shown += code
+            state = f"{state} {code}".strip()
+    if type(decided) is dict:
+        by, outcome, wait = decided.get("by"), decided.get("outcome", ""), decided.get("wait_ms")
+        by_whom = _DECIDERS.get(by) if type(by) is str else None
+        if by_whom is None or type(outcome) is not str:
+            return None
+        shown += outcome
+        detail = f"{outcome} by {by_whom}" if outcome else by_whom
+        if by == "editor" and wait is not None:
+            if type(wait) is not float and type(wait) is not int:
+                return None
+            detail += f" after {wait / 1000:.1f}s"
+    elif decided is None:
+        detail = (failed.get("message") if failed is not None else None) or ""
+        if type(detail) is not str:
+            return None
+        shown += detail
+    else:
+        return None
+    if not shown.isprintable():
+        return None
+    if type(took) is float:
+        took = f"{took / 1000:.1f}s" if took >= 1000 else f"{took:.0f}ms" if took >= 10 else f"{took:.1f}ms"
+    else:
+        took = duration(record)
+    return (
+        local_time(record),
+        f"{(ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]} {kind}",
+        f"{server}:{tool}",
+        state,
+        took,
+        detail,
+        record_id,
     )
 
 

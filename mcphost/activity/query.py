@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -222,12 +222,16 @@ def matching_entries_newest_first(path: Path, flt: RecordFilter) -> Iterator[tup
 
 class Matcher:
     """What a newest-first reading keeps of what it reads: the records `flt` matches, each start settled by the
-    outcomes read before it, up to the first record past `since` (then `past` is set and the reading stops)."""
+    outcomes read before it, up to the first record past `since` (then `past` is set and the reading stops).
 
-    def __init__(self, flt: RecordFilter) -> None:
+    `full`, for entries that hold only some of a record's fields (reader.listed_parser): the whole record of a
+    line, for a start shown with its outcome unknown (which is shown as a record, not as its line)."""
+
+    def __init__(self, flt: RecordFilter, full: Callable[[bytes], Record | None] | None = None) -> None:
         self.flt = flt
         self.outcomes = Outcomes()
         self.past = False
+        self.full = full
 
     def matching(self, entries: Iterable[tuple[Record, bytes | None]]) -> Iterator[tuple[Record, bytes | None, bool]]:
         """(record, its line when it is the record exactly, whether it is a start no outcome read so far names)."""
@@ -241,8 +245,9 @@ class Matcher:
             if record is not None and matches(record):
                 if record is found:
                     yield record, line, False
-                else:
-                    yield record, None, True
+                    continue
+                whole = self.full(line) if self.full is not None and line is not None else None
+                yield (record if whole is None else {**whole, "outcome": record["outcome"]}), None, True
 
 
 @dataclass(frozen=True, slots=True)

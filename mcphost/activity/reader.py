@@ -74,6 +74,51 @@ def parse_entry(line: bytes) -> tuple[Record | None, bytes | None]:
     return (value, None) if isinstance(value, dict) else (None, None)
 
 
+# What a listing reads of a record: the filters (query.RecordFilter), the pairing of starts and outcomes (Outcomes),
+# and a table's row (display.row); a field with its own fields is read only in those. A scan of a whole log decodes
+# only these (`listed_parser`): an agent's arguments and an upstream's answer, most of a line, are checked as JSON but
+# never built.
+LISTED: dict[str, Any] = {
+    "id": None,
+    "timestamp": None,
+    "type": None,
+    "server": None,
+    "tool": None,
+    "status": None,
+    "duration_ms": None,
+    "metadata": {"intent": {"operation_type": None}, "tool_variant": None},
+    "decision": {"by": None, "outcome": None, "wait_ms": None},
+    "error": {"code": None, "message": None},
+    "started_id": None,
+    "outcome": None,
+    "details": None,
+}
+
+
+def listed_parser() -> Callable[[bytes], tuple[Record | None, bytes | None]]:
+    """`parse_entry` for a listing: the record with only the `LISTED` fields it has. msgspec reads what it takes as
+    the standard parser does (integers of any size, the last of a repeated key); anything it refuses (a line that is
+    not strict JSON, nor an object, one whose `metadata`, `decision` or `error` is not an object, one nested too
+    deep) is read by `parse_entry`, in full."""
+    from typing import TypedDict
+
+    import msgspec  # only a scan of a whole log pays for the import
+
+    def typed(name: str, fields: dict[str, Any]) -> Any:
+        kinds = {key: Any if inner is None else typed(f"{name}_{key}", inner) | None for key, inner in fields.items()}
+        return TypedDict(name, kinds, total=False)  # type: ignore[operator]
+
+    decode: Callable[[bytes], Record] = msgspec.json.Decoder(typed("listed", LISTED)).decode
+
+    def parse(line: bytes) -> tuple[Record | None, bytes | None]:
+        try:
+            return decode(line), line
+        except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+            return parse_entry(line)
+
+    return parse
+
+
 def _lenient(line: bytes) -> Any:
     try:
         # NaN and Infinity are not JSON; a hand-edited line with them is read with nulls instead. The standard

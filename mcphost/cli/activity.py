@@ -81,20 +81,32 @@ def run_list(args: argparse.Namespace) -> int:
     if args.output not in TABLE_FORMATS:
         _print(select(path, flt, args.limit or None).records, args.output)
         return 0
-    # Rows, not records, are kept until the columns' widths are known: `--limit 0` over a big log holds a few
-    # short strings per match.
     plain = console.ascii_only()
+    table = display.listing(plain, table_width(args))
+    if not args.limit:
+        # All of them: read, and laid out, on all cores (mcphost.cli.scan).
+        from mcphost.cli.scan import laid_out_newest_first
+
+        written = False
+        for lines in laid_out_newest_first(path, flt, lambda record, _line: display.row(record, plain), table):
+            if lines:
+                sys.stdout.write(lines + "\n")
+            written = True
+        if not written:
+            print("no matching activity", file=sys.stderr)
+        return 0
+    # Rows, not records, are kept until the columns' widths are known.
     rows: list[tuple[str, ...]] = []
     more = False
     for cells in _rendered(path, flt, args.limit, lambda record, _line: display.row(record, plain)):
-        if args.limit and len(rows) >= args.limit:
+        if len(rows) >= args.limit:
             more = True
             break
         rows.append(cells)
     if not rows:
         print("no matching activity", file=sys.stderr)
         return 0
-    _write_lines(display.listing(plain, table_width(args)).lines(rows))
+    _write_lines(table.lines(rows))
     if more:
         print(f"(newest {len(rows)} shown; --limit N for more, 0 for all)", file=sys.stderr)
     return 0

@@ -14,6 +14,10 @@ process reading the whole log would write them:
   parts after it are not written.
 - The consumer may stop early (a closed pipe, Ctrl-C): helpers still running are killed.
 
+A table (`laid_out_newest_first`) is laid out in every process too: a helper measures its rows (each column's widest
+cell) and hands over the measures; this process settles the columns' widths from all of them and hands the widths
+back; each process then lays out its own rows. What is left to this process alone is writing.
+
 A helper that fails in any way hands over nothing, and its part is then read here. Small logs, a single core, or a
 platform without fork are read in this process alone, by the same loop.
 """
@@ -24,16 +28,31 @@ import contextlib
 import marshal
 import os
 import signal
-from collections.abc import Callable, Iterator
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mcphost.activity.query import Matcher, RecordFilter
-from mcphost.activity.reader import Record, lines_newest_first, log_files, parse_entry
+from mcphost.activity.reader import Record, lines_newest_first, listed_parser, log_files, parse_line
 
 T = TypeVar("T")
 Render = Callable[[Record, bytes | None], T]
+Row = tuple[str, ...]
+
+
+class Layout(Protocol):
+    """A table laid out in parts (console.Table): each part measured where it was read, the widths settled here
+    from every part's measures, then each part laid out where it was read, to those widths."""
+
+    def measure(self, rows: Sequence[Row]) -> Any: ...
+    def fit(self, parts: Sequence[Any]) -> None: ...
+    def plan(self) -> Any: ...
+    def follow(self, plan: Any) -> None: ...
+    def header(self) -> str: ...
+    def render(self, rows: Sequence[Row]) -> list[str]: ...
+
 
 # Below this many bytes a fork costs more than it saves.
 PARALLEL_MIN_BYTES = 64 << 20
@@ -142,7 +161,7 @@ def _line_start_after(fd: int, offset: int, limit: int) -> int:
 def _read(segments: list[Segment], flt: RecordFilter, render: Render[T], part: Part) -> Iterator[tuple[Any, T]]:
     """What `matching_entries_newest_first` yields over some segments, rendered: beside an open start, its id (None
     beside anything else)."""
-    matcher = Matcher(flt)
+    matcher = Matcher(flt, parse_line)
     part.answered = matcher.outcomes.answered
     for record, line, open_start in matcher.matching(_entries(segments, flt.needle())):
         yield (record.get("id") if open_start else None), render(record, line)
@@ -150,9 +169,11 @@ def _read(segments: list[Segment], flt: RecordFilter, render: Render[T], part: P
 
 
 def _entries(segments: list[Segment], needle: bytes | None) -> Iterator[tuple[Record, bytes | None]]:
+    """The records of the segments, newest first, each with only the fields a listing reads (its line beside it)."""
+    parse = listed_parser()
     for segment in segments:
         for line in lines_newest_first(segment.fd, segment.hi, needle, segment.lo):
-            record, raw = parse_entry(line)
+            record, raw = parse(line)
             if record is not None:
                 yield record, raw
 
@@ -182,25 +203,131 @@ def _in_parallel(parts: list[list[Segment]], flt: RecordFilter, render: Render[T
             helper.stop()
 
 
-class Helper:
-    """A forked process reading some segments, and the pipe it hands its part over through."""
+def laid_out_newest_first(path: Path, flt: RecordFilter, render: Render[Row], layout: Layout) -> Iterator[str]:
+    """The table of every record `flt` matches, newest first: its header and lines, a part's lines joined at a time, as
+    `layout.lines` lays out the rows `render` makes of what `rendered_newest_first` yields. Nothing when nothing
+    matches."""
+    fds: list[int] = []
+    helpers: list[Helper] = []
+    try:
+        segments = _open(log_files(path), fds)
+        parts = _split(segments, _workers())
+        helpers = [Helper.start(part, flt, render, layout) for part in parts[1:]]
+        own = Part()
+        rows: list[Row] = [rendered for _start, rendered in _read(parts[0], flt, render, own)]
+        answered, past = set(own.answered), own.past
+        count = len(rows)
+        measures: list[Any] = [layout.measure(rows)]  # while the helpers may still be reading
+        # The helpers' parts that are shown, each with its rows when it was read here (its helper failed), else the
+        # indexes of its open starts that no newer outcome names.
+        shown: list[tuple[Helper, list[Row] | None, list[int]]] = []
+        kept: list[Row] = []  # the rows of those open starts: measured here
+        for segments_, helper in zip(parts[1:], helpers, strict=True):
+            if past:
+                break
+            found = helper.measured()
+            if found is None:  # the helper failed: its part is read here
+                part = Part()
+                part.items = [item for item in _read(segments_, flt, render, part) if not _answered(item[0], answered)]
+                part_rows = [rendered for _start, rendered in part.items]
+                measures.append(layout.measure(part_rows))
+                count += len(part_rows)
+                shown.append((helper, part_rows, []))
+                answered, past = answered | part.answered, part.past
+                continue
+            open_starts, others, part_answered, part_past, part_measures = found
+            keep = [(n, row) for n, start, row in open_starts if not _answered(start, answered)]
+            kept += [row for _n, row in keep]
+            measures.append(part_measures)
+            count += others + len(keep)
+            shown.append((helper, None, [n for n, _row in keep]))
+            answered, past = answered | part_answered, part_past
+        for helper in helpers[len(shown) :]:
+            helper.stop()  # past `--since`: not shown
+        if not count:
+            return
+        measures.append(layout.measure(kept))
+        layout.fit(measures)
+        plan = layout.plan()
+        for helper, read_here, keep_ in shown:
+            if read_here is None:
+                helper.lay_out(plan, keep_)
+        yield "\n".join([layout.header(), *layout.render(rows)])
+        for (helper, read_here, keep_), segments_ in zip(shown, parts[1:], strict=False):
+            if read_here is not None:
+                yield "\n".join(layout.render(read_here))
+                continue
+            lines = helper.laid_out()
+            if lines is None:  # the helper failed after measuring: its part is read here again, to the same widths
+                items = list(_read(segments_, flt, render, Part()))
+                wanted = set(keep_)
+                lines = "\n".join(layout.render([r for n, (s, r) in enumerate(items) if s is None or n in wanted]))
+            yield lines
+    finally:
+        for helper in helpers:
+            helper.stop()
+        for fd in fds:
+            os.close(fd)
 
-    def __init__(self, pid: int, fd: int | None) -> None:
+
+def _answered(start: Any, answered: set[str]) -> bool:
+    """True when an item is an open start (its id beside it) that an outcome in a newer part names."""
+    return start is not None and isinstance(start, str) and start in answered
+
+
+def _empty(measures: Any) -> bool:
+    return not any(filled for _size, filled in measures)
+
+
+def _send(fd: int, value: Any) -> None:
+    data = marshal.dumps(value)
+    view = memoryview(struct.pack("<Q", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _receive(fd: int) -> Any:
+    """One value `_send` wrote; EOFError when the other end is gone before all of it came."""
+    size = struct.unpack("<Q", _read_exactly(fd, 8))[0]
+    return marshal.loads(_read_exactly(fd, size))
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+class Helper:
+    """A forked process reading some segments, and the pipes it hands its part over through (and, for a table,
+    is told the columns' widths through)."""
+
+    def __init__(self, pid: int, fd: int | None, plan_fd: int | None = None) -> None:
         self.pid = pid  # 0 once reaped (or never started)
         self.fd = fd
+        self.plan_fd = plan_fd
 
     @classmethod
-    def start(cls, segments: list[Segment], flt: RecordFilter, render: Render[T]) -> Helper:
+    def start(
+        cls, segments: list[Segment], flt: RecordFilter, render: Render[T], layout: Layout | None = None
+    ) -> Helper:
         """Fork the helper; one that cannot be started is a helper that failed (its part is then read here)."""
+        fds: list[int] = []
         try:
             read_end, write_end = os.pipe()
-        except OSError:
-            return cls(0, None)
-        try:
+            fds += (read_end, write_end)
+            if layout is not None:
+                plan_read, plan_write = os.pipe()
+                fds += (plan_read, plan_write)
             pid = os.fork()
         except OSError:
-            os.close(read_end)
-            os.close(write_end)
+            for fd in fds:
+                os.close(fd)
             return cls(0, None)
         if pid == 0:  # the helper: never returns, never runs this process's exit handlers or flushes its buffers
             code = 1
@@ -209,14 +336,21 @@ class Helper:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 part = Part()
                 part.items = list(_read(segments, flt, render, part))
-                data = memoryview(marshal.dumps((part.items, sorted(part.answered), part.past)))
-                while data:
-                    data = data[os.write(write_end, data) :]
+                if layout is None:
+                    data = memoryview(marshal.dumps((part.items, sorted(part.answered), part.past)))
+                    while data:
+                        data = data[os.write(write_end, data) :]
+                else:
+                    os.close(plan_write)
+                    _lay_out(part, layout, write_end, plan_read)
                 code = 0
             finally:
                 os._exit(code)
         os.close(write_end)
-        return cls(pid, read_end)
+        if layout is None:
+            return cls(pid, read_end)
+        os.close(plan_read)
+        return cls(pid, read_end, plan_write)
 
     def collect(self) -> Part | None:
         """The helper's part, once it is done; None when it failed."""
@@ -238,14 +372,66 @@ class Helper:
             return None
         return Part(items=list(items), answered=set(answered), past=bool(past))
 
+    def measured(self) -> tuple[list[tuple[int, Any, Row]], int, set[str], bool, Any] | None:
+        """A table's helper's measures, once its part is read: its open starts (index, id, row), how many other
+        rows it has, the starts its outcomes named, whether it reached `--since`, and the other rows' measures.
+        None when it failed."""
+        if self.fd is None:
+            return None
+        try:
+            open_starts, others, answered, past, measures = _receive(self.fd)
+            starts = [(int(n), i, tuple(r)) for n, i, r in open_starts]
+            return starts, int(others), set(answered), bool(past), measures
+        except (OSError, EOFError, ValueError, TypeError):
+            self.stop()
+            return None
+
+    def lay_out(self, plan: Any, keep: list[int]) -> None:
+        """Tell a table's helper the columns' widths and which of its open starts to show."""
+        if self.plan_fd is None:
+            return
+        try:
+            _send(self.plan_fd, (plan, keep))
+        except OSError:
+            self.stop()
+
+    def laid_out(self) -> str | None:
+        """A table's helper's lines, laid out to the plan it was told, joined; None when it failed."""
+        if self.fd is None:
+            return None
+        try:
+            lines = _receive(self.fd)
+            if not isinstance(lines, str):
+                raise TypeError
+            return lines
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        finally:
+            self.stop()
+
     def stop(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = None
+        for name in ("fd", "plan_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)
         if self.pid:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
             self.pid = 0
+
+
+def _lay_out(part: Part, layout: Layout, to_parent: int, from_parent: int) -> None:
+    """A table's helper, its part read: measure its rows, hand the measures over, wait for the widths, lay out."""
+    open_starts = [(n, start, rendered) for n, (start, rendered) in enumerate(part.items) if start is not None]
+    rows = [rendered for start, rendered in part.items if start is None]
+    _send(to_parent, (open_starts, len(rows), sorted(part.answered), part.past, layout.measure(rows)))
+    plan, keep = _receive(from_parent)
+    layout.follow(plan)
+    if open_starts:
+        wanted = set(keep)
+        rows = [rendered for n, (start, rendered) in enumerate(part.items) if start is None or n in wanted]
+    _send(to_parent, "\n".join(layout.render(rows)))

@@ -18,7 +18,7 @@ import pytest
 from mcphost import console
 from mcphost.activity import display, reader
 from mcphost.activity.query import RecordFilter, matching_entries_newest_first, matching_newest_first
-from mcphost.activity.reader import parse_entry, parse_line, records_newest_first
+from mcphost.activity.reader import LISTED, parse_entry, parse_line, records_newest_first
 from mcphost.cli.call import as_dumped
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -88,6 +88,91 @@ def test_what_the_fast_parser_refuses_is_read_as_before_but_never_passed_on_raw(
     assert parse_entry(b"[1]") == (None, None)
     assert parse_entry(b"\xff{}") == (None, None)
     assert parse_entry(b"[" * 100000) == (None, None), "absurd nesting is damage, not a crash"
+
+
+# A call record as the writer makes one.
+CALL: dict[str, Any] = {
+    "id": "01KAB",
+    "timestamp": "2026-11-21T10:00:00.123Z",
+    "type": "tool_call",
+    "server": "github",
+    "tool": "delete_file",
+    "status": "success",
+    "duration_ms": 3.25,
+    "metadata": {"intent": {"operation_type": "write"}, "tool_variant": "call_tool_destructive"},
+    "decision": {"by": "editor", "outcome": "allow", "wait_ms": 2300.0},
+}
+
+
+def hostile_lines(rng: random.Random) -> list[bytes]:
+    """Lines as a writer, a person with an editor, or an attacker with write access to the log may leave them."""
+    base: dict[str, Any] = {
+        **CALL,
+        "status": "denied",
+        "metadata": {"intent": {"operation_type": "destructive", "reason": "r"}, "tool_variant": "call_tool_write"},
+        "decision": {"by": "policy", "outcome": "deny", "rule": "permissions.destructive"},
+        "error": {"code": "PERMISSION_DENIED", "message": "denied"},
+        "arguments": {"path": "/x", "deep": [[[{"a": [1, 2.5, None, True]}]]]},
+        "response_preview": 'a "quoted" \\ preview',
+    }
+    odd: list[Any] = [None, "", 0, -0.0, 2**70, -(2**64), 1e308, [], {}, [1], "x\x1b[2J", "\U0001f600", "\ud800", True]
+    records: list[dict[str, Any]] = [base]
+    for key in [*base, "started_id", "outcome", "details"]:
+        for value in odd:
+            records.append({**base, key: value})
+    for key, inner in (("metadata", "intent"), ("metadata", "tool_variant"), ("decision", "by"), ("error", "code")):
+        for value in odd:
+            records.append({**base, key: {**base[key], inner: value}})
+    records.append({**base, "metadata": {"intent": {"operation_type": "read"}, "annotations": odd}})
+    records.append({"type": "config_error", "details": {"errors": [{"path": "p", "message": "m", "line": 2**65}]}})
+    lines = [json.dumps(r, ensure_ascii=rng.random() < 0.5).encode("utf-8", "surrogatepass") for r in records]
+    for _ in range(300):  # numbers written every way JSON allows
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 25))).lstrip("0") or "0"
+        fraction = "." + "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 20)))
+        exponent = rng.choice(["", "e5", "E-7", "e+300", "e-320", "e400", "E-400"])
+        number = rng.choice(["", "-"]) + digits + rng.choice(["", fraction]) + exponent
+        lines.append(b'{"duration_ms": %s, "decision": {"wait_ms": %s}}' % (number.encode(), number.encode()))
+    lines += [
+        b'{"id": 1, "id": "two", "metadata": {"tool_variant": "a", "tool_variant": "call_tool_read"}}',
+        b'{"server": NaN, "tool": Infinity}',
+        b'{"server": "\\ud800"}',
+        b'{"server": "a\x01b"}',
+        b'{"id": "x"} trailing',
+        b'\xef\xbb\xbf{"id": "bom"}',
+        b'{"id": "\xff"}',
+        b'  {"id": "spaced"}  ',
+        b"[1, 2]",
+        b'"a string"',
+        b'{"arguments": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b'{"metadata": ' + b"[" * 600 + b"]" * 600 + b"}",
+        b'{"details": {"summary": "s", "tools": 3}, "type": "upstream_connected", "server": "fs"}',
+        b'{"metadata": {"intent": "destructive"}, "decision": ["by"], "error": "boom"}',
+        b'{"metadata": null, "decision": null, "error": null}',
+    ]
+    return lines
+
+
+def test_a_listing_reads_of_a_line_what_the_full_reading_reads() -> None:
+    parse = reader.listed_parser()
+    filters = [RecordFilter(), RecordFilter(intent_type="destructive"), RecordFilter(intent_type="read")]
+    filters += [RecordFilter(status="denied"), RecordFilter(server="github"), RecordFilter(type="config_error")]
+    for line in hostile_lines(random.Random(11)):
+        full, _raw = parse_entry(line)
+        view, raw = parse(line)
+        if full is None:
+            assert view is None and raw is None, line[:80]
+            continue
+        # As far as a listing reads it, or whole (what msgspec refused is read in full); and whole where it is not
+        # passed on as it is (it is then shown as JSON re-encoded).
+        assert view == listed(full) or view == full, line[:80]
+        if raw is None:
+            assert view == full, line[:80]
+        else:  # passed on as it is: strict JSON holding exactly what the full reading read
+            assert raw == line and json.loads(raw) == full, line[:80]
+        for plain in (False, True):
+            assert display.row(view, plain) == display.row(full, plain), line[:80]
+        assert [f.matches(view) for f in filters] == [f.matches(full) for f in filters], line[:80]
+        assert display.intent_type(view) == display.intent_type(full)
 
 
 def test_only_an_untouched_record_keeps_its_line(tmp_path: Path) -> None:
@@ -218,6 +303,51 @@ def test_local_times_by_the_hour_are_the_times_one_by_one(zones: list[str]) -> N
             assert display.local_time(record) == exact_local_time(record), (zone, stamp)
 
 
+def _call_records() -> list[dict[str, Any]]:
+    """Call records as the writer makes them and every way a field can be odd: missing, empty, another type, holding
+    a control character; one field varied at a time, so the one-pass row is compared field by field."""
+    base: dict[str, Any] = dict(CALL)
+    odd: list[Any] = [None, "", 0, 1.5, True, [], {}, "x\x1b[2J", "\u202e", "ok"]
+    variants: dict[str, list[Any]] = {
+        "id": odd,
+        "server": odd,
+        "tool": odd,
+        "status": odd,
+        "duration_ms": [*odd, 12, 999.5, 1000.0, 10.0, 9.95, -1.0, float("nan")],
+        "metadata": [*odd, {"intent": "destructive"}, {"tool_variant": "call_tool_read"}, {"intent": {}}],
+        "decision": [
+            *odd,
+            {"by": "policy", "outcome": "deny"},
+            {"by": "editor", "outcome": "", "wait_ms": 12},
+            {"by": "editor", "wait_ms": True},
+            {"by": "editor", "outcome": None, "wait_ms": "3"},
+            {"by": "somebody", "outcome": "allow"},
+            {"by": "remembered_grant", "outcome": "allow\x07"},
+            {"by": "timeout", "wait_ms": 5},
+        ],
+        "error": [
+            *odd,
+            {"code": "PERMISSION_DENIED", "message": "denied by policy"},
+            {"code": "", "message": "no code"},
+            {"code": 7, "message": None},
+            {"message": ["a list"]},
+            {"code": "E\x1b", "message": "bell\x07"},
+        ],
+        "outcome": ["unknown", None],
+        "type": ["tool_call", "hook_decision", "tool_call_started"],
+    }
+    records: list[dict[str, Any]] = [base]
+    for key, values in variants.items():
+        for value in values:
+            records.append({**base, key: value})
+            if key == "metadata" and isinstance(value, dict):
+                records.append({**base, key: {**value, "intent": {"operation_type": "destructive"}}})
+            if key == "error":
+                records.append({k: v for k, v in {**base, key: value}.items() if k != "decision"})
+    records.append({k: v for k, v in base.items() if k not in ("decision", "duration_ms", "id")})
+    return records
+
+
 def test_a_row_has_the_cells_the_functions_make(tmp_path: Path) -> None:
     records: list[dict[str, Any]] = [
         {
@@ -235,7 +365,7 @@ def test_a_row_has_the_cells_the_functions_make(tmp_path: Path) -> None:
         {"type": "tool_call_started", "status": "started", "outcome": "unknown", "error": {"code": "E\x1b"}},
         {"type": "weird\x1b[2J", "decision": {"by": "somebody\x07"}},
     ]
-    for record in records:
+    for record in [*records, *_call_records()]:
         for plain in (False, True):
             kind = display.intent_type(record) if display.is_call(record) else None
             icon = display.icon(record, plain)
@@ -246,7 +376,7 @@ def test_a_row_has_the_cells_the_functions_make(tmp_path: Path) -> None:
                 display.target(record),  # cut to 48 by the table's TOOL column
                 display.status(record),
                 display.duration(record),
-                display.decision(record) if display.is_call(record) else display.event_summary(record, None),
+                display.detail_cell(record),
                 console.safe(record.get("id", "")),
             )
             assert display.row(record, plain) == expected
@@ -323,6 +453,15 @@ def history(path: Path, rng: random.Random, count: int) -> datetime:
     return now
 
 
+def listed(record: dict[str, Any], fields: dict[str, Any] = LISTED) -> dict[str, Any]:
+    """What a listing's reading keeps of a record (reader.listed_parser)."""
+    return {
+        key: listed(value, fields[key]) if isinstance(value, dict) and fields[key] is not None else value
+        for key, value in record.items()
+        if key in fields
+    }
+
+
 @pytest.mark.parametrize("workers", [2, 3, 4])
 def test_reading_on_all_cores_gives_what_one_process_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
@@ -342,11 +481,79 @@ def test_reading_on_all_cores_gives_what_one_process_gives(
 
     for params in ({}, {"intent_type": "destructive"}, {"status": "started"}, {"since": "3d"}, {"tool": "a"}):
         flt = parse_filter(params, now)
-        expected = list(matching_entries_newest_first(path, flt))
+        # A start shown with its outcome unknown is shown whole; any other record, as far as a listing reads it.
+        expected = [(r if line is None else listed(r), line) for r, line in matching_entries_newest_first(path, flt)]
         rendered_here.clear()
         assert list(scan.rendered_newest_first(path, flt, render)) == expected, params
         if not params:
             assert 0 < len(rendered_here) < len(expected) / (workers - 1), "the older parts were read by helpers"
+
+
+@pytest.mark.parametrize(("workers", "width"), [(1, None), (2, None), (3, 70), (4, 120)])
+def test_a_table_laid_out_on_all_cores_is_the_table_laid_out_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, width: int | None
+) -> None:
+    from mcphost.activity.query import parse_filter
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    now = history(path, random.Random(workers), 1500)
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: workers)
+    for params in ({}, {"intent_type": "write"}, {"status": "started"}, {"since": "3d"}, {"tool": "nothing"}):
+        flt = parse_filter(params, now)
+        rows = [display.row(record) for record, _line in matching_entries_newest_first(path, flt)]
+        expected = display.listing(width=width).lines(rows) if rows else []
+        laid = scan.laid_out_newest_first(path, flt, lambda r, _l: display.row(r), display.listing(width=width))
+        text = "\n".join(laid)
+        assert (text.split("\n") if text else []) == expected, params
+
+
+def test_a_table_helper_that_fails_at_any_step_leaves_its_part_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    history(path, random.Random(8), 900)
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: 3)
+    parent = os.getpid()
+    rows = [display.row(record) for record, _line in matching_entries_newest_first(path, RecordFilter())]
+    expected = display.listing().lines(rows)
+
+    class Breaking(console.Table):
+        def __init__(self, step: str) -> None:
+            super().__init__(display.TABLE_COLUMNS)
+            self.step = step
+
+        def measure(self, rows: Any) -> console.Measures:
+            if self.step == "measure" and os.getpid() != parent:
+                os._exit(3)
+            return super().measure(rows)
+
+        def render(self, rows: Any) -> list[str]:
+            if self.step == "render" and os.getpid() != parent:
+                raise RuntimeError("a helper that breaks after measuring")
+            return super().render(rows)
+
+    for step in ("measure", "render"):
+        laid = scan.laid_out_newest_first(path, RecordFilter(), lambda r, _l: display.row(r), Breaking(step))
+        assert "\n".join(laid).split("\n") == expected, step
+
+
+def test_parts_of_a_table_measured_apart_lay_out_as_one() -> None:
+    rng = random.Random(3)
+    words = ["todo:add_task", "中文:工具", "allow by policy", "x\x1b[2J", "", "💥 destructive", "a" * 70, "b c d"]
+    rows = [tuple(rng.choice(words) for _ in display.TABLE_COLUMNS) for _ in range(90)]
+    for width in (None, 50, 90):
+        whole = display.listing(width=width).lines(rows)
+        here, there = display.listing(width=width), display.listing(width=width)
+        parts = [rows[:30], rows[30:31], rows[31:]]
+        here.fit([here.measure(parts[0]), there.measure(parts[1]), there.measure(parts[2])])
+        there.follow(here.plan())
+        laid = [here.header(), *here.render(parts[0]), *there.render(parts[1]), *there.render(parts[2])]
+        assert laid == whole, width
 
 
 def test_a_helper_that_fails_leaves_its_part_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -367,23 +574,42 @@ def test_a_helper_that_fails_leaves_its_part_to_this_process(tmp_path: Path, mon
     assert list(scan.rendered_newest_first(path, RecordFilter(), render)) == expected
 
 
-def test_a_reader_that_stops_early_leaves_no_helper_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The helpers a reading on four cores starts, as they are started."""
     from mcphost.cli import scan
 
-    path = tmp_path / "activity.jsonl"
-    history(path, random.Random(6), 800)
     monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(scan, "_workers", lambda: 4)
-    started: list[scan.Helper] = []
+    helpers: list[scan.Helper] = []
     real_start = scan.Helper.start
 
     def start(*args: Any) -> scan.Helper:
         helper = real_start(*args)
-        started.append(helper)
+        helpers.append(helper)
         return helper
 
     monkeypatch.setattr(scan.Helper, "start", start)
+    return helpers
+
+
+def test_a_reader_that_stops_early_leaves_no_helper_behind(tmp_path: Path, started: list[Any]) -> None:
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    history(path, random.Random(6), 800)
     reading = scan.rendered_newest_first(path, RecordFilter(), lambda record, _line: record["id"])
     assert next(reading)
     reading.close()
     assert len(started) == 3 and all(h.pid == 0 and h.fd is None for h in started)
+
+
+def test_a_table_reader_that_stops_early_leaves_no_helper_behind(tmp_path: Path, started: list[Any]) -> None:
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    history(path, random.Random(9), 800)
+    laid = scan.laid_out_newest_first(path, RecordFilter(), lambda r, _l: display.row(r), display.listing())
+    assert next(laid).startswith("TIME")
+    laid.close()
+    assert len(started) == 3 and all(h.pid == 0 and h.fd is None and h.plan_fd is None for h in started)
