@@ -217,6 +217,23 @@ def test_activity_list_json_holds_the_same_records_as_before(tmp_path: Path) -> 
     assert done.stdout.startswith(b"[\n{") and done.stdout.endswith(b"}\n]\n")
 
 
+@pytest.mark.parametrize("columns", ["", "80"])
+def test_activity_list_of_every_match_is_the_table_of_the_newest_n(tmp_path: Path, columns: str) -> None:
+    import subprocess
+    import sys
+
+    random_log(tmp_path / "activity.jsonl", random.Random(8), 300)
+    env = {**os.environ, "MCPHOST_DATA_DIR": str(tmp_path), "MCPHOST_CONFIG": str(tmp_path / "c.toml")}
+    env["COLUMNS"] = columns
+    base = [sys.executable, "-m", "mcphost", "activity", "list", "--intent-type", "write"]
+    every = subprocess.run([*base, "--limit", "0"], capture_output=True, env=env, check=True)
+    newest = subprocess.run([*base, "--limit", "1000"], capture_output=True, env=env, check=True)
+    assert every.stdout == newest.stdout and every.stdout.count(b"\n") > 50
+    assert every.stderr == newest.stderr == b""
+    none = subprocess.run([*base[:-2], "--tool", "nothing", "--limit", "0"], capture_output=True, env=env, check=True)
+    assert none.stdout == b"" and b"no matching activity" in none.stderr
+
+
 # ---------------------------------------------------------------------------------------------- display
 
 
