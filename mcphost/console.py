@@ -258,6 +258,7 @@ class Table:
         return list(self.widths), list(self.shown), list(self._fixed)
 
     def follow(self, plan: tuple[list[int], list[bool], list[bool]]) -> None:
+        """Lay out rows to what `fit` settled in another process (`plan` there)."""
         widths, shown, fixed = plan
         if not len(widths) == len(shown) == len(fixed) == len(self.columns):
             raise ValueError("a plan for another table")
@@ -307,16 +308,17 @@ class Table:
                     ]
                 formats.append(gap + (f"%{size}s" if right else "%s" if i == last else f"%-{size}s"))
                 continue
-            extra = {cell_width(cell) - len(cell) for cell in set(shown)}
-            if cells is None and len(extra) == 1 and max(map(cell_width, set(shown))) <= size:
+            on_screen = {cell: cell_width(cell) for cell in set(shown)}
+            extra = {width - len(cell) for cell, width in on_screen.items()}
+            if cells is None and len(extra) == 1 and max(on_screen.values()) <= size:
                 # Wide characters, as many in every cell (the intent column: one icon each): padded by `%` too.
                 wide = extra.pop()
                 formats.append(gap + (f"%{size - wide}s" if right else "%s" if i == last else f"%-{size - wide}s"))
                 continue
             # Few distinct cells in most such columns: each is measured, cut and padded once.
             shaped: dict[str, str] = {}
-            for cell in set(shown):
-                fitted = cut(cell, size, self.ascii_only)
+            for cell, width in on_screen.items():
+                fitted = cell if width <= size else cut(cell, size, self.ascii_only)
                 pad = " " * (size - cell_width(fitted))
                 shaped[cell] = pad + fitted if right else fitted if i == last else fitted + pad
             changed[i] = [shaped[cell] for cell in shown]
