@@ -25,6 +25,7 @@ platform without fork are read in this process alone, by the same loop.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import marshal
 import os
 import signal
@@ -57,6 +58,7 @@ class Layout(Protocol):
 # Below this many bytes a fork costs more than it saves.
 PARALLEL_MIN_BYTES = 64 << 20
 MAX_WORKERS = 4
+PIPE_SIZE = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,15 +294,26 @@ def _receive(fd: int) -> Any:
     return marshal.loads(_read_exactly(fd, size))
 
 
-def _read_exactly(fd: int, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
+def _read_exactly(fd: int, size: int) -> bytearray:
+    """`size` bytes, read into one buffer (a part handed over can be tens of megabytes: no chunks joined)."""
+    data = bytearray(size)
+    view = memoryview(data)
+    done = 0
+    while done < size:
+        got = os.readv(fd, [view[done:]])
+        if not got:
             raise EOFError
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
+        done += got
+    return data
+
+
+def _pipe() -> tuple[int, int]:
+    """A pipe that takes a megabyte at a time where Linux lets it (the default 64 KiB makes a part of tens of
+    megabytes cross in hundreds of turns of the two processes)."""
+    read_end, write_end = os.pipe()
+    with contextlib.suppress(AttributeError, OSError):
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    return read_end, write_end
 
 
 class Helper:
@@ -319,7 +332,7 @@ class Helper:
         """Fork the helper; one that cannot be started is a helper that failed (its part is then read here)."""
         fds: list[int] = []
         try:
-            read_end, write_end = os.pipe()
+            read_end, write_end = _pipe()
             fds += (read_end, write_end)
             if layout is not None:
                 plan_read, plan_write = os.pipe()
@@ -337,9 +350,7 @@ class Helper:
                 part = Part()
                 part.items = list(_read(segments, flt, render, part))
                 if layout is None:
-                    data = memoryview(marshal.dumps((part.items, sorted(part.answered), part.past)))
-                    while data:
-                        data = data[os.write(write_end, data) :]
+                    _send(write_end, (part.items, sorted(part.answered), part.past))
                 else:
                     os.close(plan_write)
                     _lay_out(part, layout, write_end, plan_read)
@@ -356,21 +367,13 @@ class Helper:
         """The helper's part, once it is done; None when it failed."""
         if self.fd is None:
             return None
-        chunks = []
         try:
-            while chunk := os.read(self.fd, 1 << 20):
-                chunks.append(chunk)
-            _, status = os.waitpid(self.pid, 0)
-        except OSError:
+            items, answered, past = _receive(self.fd)
+            return Part(items=list(items), answered=set(answered), past=bool(past))
+        except (OSError, EOFError, ValueError, TypeError):
             return None
-        self.pid = 0
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            return None
-        try:
-            items, answered, past = marshal.loads(b"".join(chunks))
-        except (EOFError, ValueError, TypeError):
-            return None
-        return Part(items=list(items), answered=set(answered), past=bool(past))
+        finally:
+            self.stop()
 
     def measured(self) -> tuple[list[tuple[int, Any, Row]], int, set[str], bool, Any] | None:
         """A table's helper's measures, once its part is read: its open starts (index, id, row), how many other
