@@ -103,14 +103,26 @@ def _out_of_range(value: str) -> FilterError:
 
 
 def record_time(record: Mapping[str, Any]) -> datetime | None:
+    global _last_time
     stamp = record.get("timestamp")
     if not isinstance(stamp, str):
         return None
+    last = _last_time  # one tuple, read once: whole whatever another thread sets meanwhile
+    if last[0] == stamp:
+        return last[1]
     try:
-        parsed = datetime.fromisoformat(stamp)
+        parsed: datetime | None = datetime.fromisoformat(stamp)
     except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+        parsed = None
+    if parsed is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    _last_time = (stamp, parsed)
+    return parsed
+
+
+# The last time `record_time` read: a reading bounded by `since` asks it of each record twice in a row (whether the
+# reading is past the bound, whether the record is within it).
+_last_time: tuple[str | None, datetime | None] = (None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,33 +322,76 @@ class Summary:
         return asdict(self)
 
 
+# What a summary counts of a record: its type, intent and status (of a call), server, and time.
+Facts = tuple[str, str | None, str | None, str | None, str | None]
+
+
+def facts(record: Mapping[str, Any]) -> Facts:
+    """What `summarize` counts of a record, in a few strings (cheap to hand from one process to another)."""
+    kind = str(record.get("type", "tool_call"))
+    intent = status = None
+    if kind in ("tool_call", "hook_decision"):
+        intent = intent_type(record) or "unknown"
+        status = str(record.get("status") or "unknown")
+    server = record.get("server")
+    stamp = record.get("timestamp")
+    return kind, intent, status, str(server) if server else None, stamp if isinstance(stamp, str) else None
+
+
+# What a summary keeps of some records, to be joined with what it keeps of others (each part of a big log is counted
+# where it is read: mcphost.cli.scan): how many, how many of each (type, intent, status, server), first and last time.
+Tally = tuple[int, dict[tuple[str, str | None, str | None, str | None], int], str | None, str | None]
+
+
+def tally(found: Iterable[Facts]) -> Tally:
+    counts: Counter[tuple[str, str | None, str | None, str | None]] = Counter()
+    total = 0
+    first: str | None = None
+    last: str | None = None
+    for kind, intent, status, server, stamp in found:
+        total += 1
+        counts[kind, intent, status, server] += 1
+        if stamp is not None:
+            first = stamp if first is None or stamp < first else first
+            last = stamp if last is None or stamp > last else last
+    return total, dict(counts), first, last
+
+
 def summarize(records: Iterable[Mapping[str, Any]]) -> Summary:
+    return summary_of([tally(map(facts, records))])
+
+
+def summary_of(tallies: Iterable[Tally]) -> Summary:
+    """The summary of records counted in parts (`tally`). Equal counts are listed by name."""
     intents: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
     servers: Counter[str] = Counter()
     types: Counter[str] = Counter()
     total = 0
-    first: str | None = None
-    last: str | None = None
-    for record in records:
-        total += 1
-        kind = str(record.get("type", "tool_call"))
-        types[kind] += 1
-        if kind in ("tool_call", "hook_decision"):
-            intents[intent_type(record) or "unknown"] += 1
-            statuses[str(record.get("status") or "unknown")] += 1
-        if record.get("server"):
-            servers[str(record["server"])] += 1
-        stamp = record.get("timestamp")
-        if isinstance(stamp, str):
-            first = stamp if first is None or stamp < first else first
-            last = stamp if last is None or stamp > last else last
+    firsts: list[str] = []
+    lasts: list[str] = []
+    for part_total, counts, first, last in tallies:
+        total += part_total
+        for (kind, intent, status, server), n in counts.items():
+            types[kind] += n
+            if intent is not None:
+                intents[intent] += n
+            if status is not None:
+                statuses[status] += n
+            if server is not None:
+                servers[server] += n
+        firsts += [first] if first is not None else []
+        lasts += [last] if last is not None else []
+
+    def ranked(counter: Counter[str]) -> dict[str, int]:
+        return dict(sorted(counter.items(), key=lambda item: (-item[1], item[0])))
+
     return Summary(
         total,
         {k: intents[k] for k in (*INTENT_TYPES, "unknown") if intents[k]},
-        {k: v for k, v in statuses.most_common()},
-        {k: v for k, v in servers.most_common()},
-        {k: v for k, v in types.most_common()},
-        first,
-        last,
+        ranked(statuses),
+        ranked(servers),
+        ranked(types),
+        min(firsts, default=None),
+        max(lasts, default=None),
     )

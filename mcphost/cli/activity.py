@@ -15,10 +15,12 @@ from mcphost.activity import display
 from mcphost.activity.query import (
     DEFAULT_LIMIT,
     RecordFilter,
+    facts,
     matching_entries_newest_first,
     matching_newest_first,
     select,
-    summarize,
+    summary_of,
+    tally,
 )
 from mcphost.activity.reader import records_newest_first
 from mcphost.cli.common import TABLE_FORMATS, add_listing_flags, table_width
@@ -198,7 +200,11 @@ def run_show(args: argparse.Namespace) -> int:
 def run_summary(args: argparse.Namespace) -> int:
     flt: RecordFilter = filter_from(args)
     gc.disable()  # as in run_list: plain dicts, no cycles
-    summary = summarize(matching_newest_first(log_path(args), flt)).to_dict()
+    # Every record of the window counted on all cores (mcphost.cli.scan): each hands over its counts.
+    from mcphost.cli.scan import folded_newest_first
+
+    counted = folded_newest_first(log_path(args), flt, lambda record, _line: facts(record), tally)
+    summary = summary_of(counted).to_dict()
     summary["since"] = flt.since.isoformat() if flt.since else None
     if args.output not in TABLE_FORMATS:
         _print(summary, args.output)

@@ -39,6 +39,7 @@ from mcphost.activity.query import Matcher, RecordFilter
 from mcphost.activity.reader import Record, lines_newest_first, listed_parser, log_files, parse_line
 
 T = TypeVar("T")
+F = TypeVar("F")
 Render = Callable[[Record, bytes | None], T]
 Row = tuple[str, ...]
 
@@ -205,6 +206,41 @@ def _in_parallel(parts: list[list[Segment]], flt: RecordFilter, render: Render[T
             helper.stop()
 
 
+def folded_newest_first(path: Path, flt: RecordFilter, render: Render[T], fold: Callable[[list[T]], F]) -> list[F]:
+    """`fold` of what `rendered_newest_first` yields, in parts, newest first: a helper hands over the fold of its
+    part (not every render), and the renders of the open starts it found, folded here once it is known which of them
+    no newer outcome names."""
+    fds: list[int] = []
+    helpers: list[Helper] = []
+    try:
+        segments = _open(log_files(path), fds)
+        parts = _split(segments, _workers())
+        helpers = [Helper.start(part, flt, render, fold=fold) for part in parts[1:]]
+        own = Part()
+        folds = [fold([rendered for _start, rendered in _read(parts[0], flt, render, own)])]
+        answered, past = set(own.answered), own.past
+        for segments_, helper in zip(parts[1:], helpers, strict=True):
+            if past:
+                break
+            found = helper.folded()
+            if found is None:  # the helper failed: its part is read here
+                part = Part()
+                items = list(_read(segments_, flt, render, part))
+                folds.append(fold([rendered for start, rendered in items if not _answered(start, answered)]))
+                answered, past = answered | part.answered, part.past
+                continue
+            part_fold, open_starts, part_answered, part_past = found
+            folds.append(part_fold)
+            folds.append(fold([rendered for start, rendered in open_starts if not _answered(start, answered)]))
+            answered, past = answered | part_answered, part_past
+        return folds
+    finally:
+        for helper in helpers:
+            helper.stop()
+        for fd in fds:
+            os.close(fd)
+
+
 def laid_out_newest_first(path: Path, flt: RecordFilter, render: Render[Row], layout: Layout) -> Iterator[str]:
     """The table of every record `flt` matches, newest first: its header and lines, a part's lines joined at a time, as
     `layout.lines` lays out the rows `render` makes of what `rendered_newest_first` yields. Nothing when nothing
@@ -327,7 +363,12 @@ class Helper:
 
     @classmethod
     def start(
-        cls, segments: list[Segment], flt: RecordFilter, render: Render[T], layout: Layout | None = None
+        cls,
+        segments: list[Segment],
+        flt: RecordFilter,
+        render: Render[T],
+        layout: Layout | None = None,
+        fold: Callable[[list[T]], Any] | None = None,
     ) -> Helper:
         """Fork the helper; one that cannot be started is a helper that failed (its part is then read here)."""
         fds: list[int] = []
@@ -349,7 +390,11 @@ class Helper:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 part = Part()
                 part.items = list(_read(segments, flt, render, part))
-                if layout is None:
+                if fold is not None:
+                    rows = [rendered for start, rendered in part.items if start is None]
+                    open_starts = [item for item in part.items if item[0] is not None]
+                    _send(write_end, (fold(rows), open_starts, sorted(part.answered), part.past))
+                elif layout is None:
                     _send(write_end, (part.items, sorted(part.answered), part.past))
                 else:
                     os.close(plan_write)
@@ -370,6 +415,19 @@ class Helper:
         try:
             items, answered, past = _receive(self.fd)
             return Part(items=list(items), answered=set(answered), past=bool(past))
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+        finally:
+            self.stop()
+
+    def folded(self) -> tuple[Any, list[tuple[Any, Any]], set[str], bool] | None:
+        """A folding helper's part: the fold of its renders but those of its open starts, the open starts (id,
+        render), the starts its outcomes named, whether it reached `--since`. None when it failed."""
+        if self.fd is None:
+            return None
+        try:
+            part_fold, open_starts, answered, past = _receive(self.fd)
+            return part_fold, [(start, rendered) for start, rendered in open_starts], set(answered), bool(past)
         except (OSError, EOFError, ValueError, TypeError):
             return None
         finally:

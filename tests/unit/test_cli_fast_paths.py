@@ -573,6 +573,31 @@ def test_parts_of_a_table_measured_apart_lay_out_as_one() -> None:
         assert laid == whole, width
 
 
+@pytest.mark.parametrize("workers", [2, 3, 4])
+def test_counting_on_all_cores_gives_what_one_process_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    from mcphost.activity.query import facts, parse_filter, summarize, summary_of, tally
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    now = history(path, random.Random(workers + 10), 1500)
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: workers)
+    parent = os.getpid()
+
+    def counted(record: dict[str, Any], _line: bytes | None) -> Any:
+        if workers == 4 and os.getpid() != parent and record["id"].endswith("7"):
+            raise RuntimeError("a helper that breaks: its part is counted here")
+        return facts(record)
+
+    for params in ({}, {"intent_type": "write"}, {"status": "started"}, {"since": "3d"}, {"tool": "nothing"}):
+        flt = parse_filter(params, now)
+        expected = summarize(matching_newest_first(path, flt))
+        assert summary_of(scan.folded_newest_first(path, flt, counted, tally)) == expected, params
+        assert expected.total or params == {"tool": "nothing"}
+
+
 def test_a_helper_that_fails_leaves_its_part_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcphost.cli import scan
 
