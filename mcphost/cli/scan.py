@@ -224,9 +224,8 @@ def folded_newest_first(path: Path, flt: RecordFilter, render: Render[T], fold: 
                 break
             found = helper.folded()
             if found is None:  # the helper failed: its part is read here
-                part = Part()
-                items = list(_read(segments_, flt, render, part))
-                folds.append(fold([rendered for start, rendered in items if not _answered(start, answered)]))
+                rendered_here, part = _read_here(segments_, flt, render, answered)
+                folds.append(fold(rendered_here))
                 answered, past = answered | part.answered, part.past
                 continue
             part_fold, open_starts, part_answered, part_past = found
@@ -265,9 +264,7 @@ def laid_out_newest_first(path: Path, flt: RecordFilter, render: Render[Row], la
                 break
             found = helper.measured()
             if found is None:  # the helper failed: its part is read here
-                part = Part()
-                part.items = [item for item in _read(segments_, flt, render, part) if not _answered(item[0], answered)]
-                part_rows = [rendered for _start, rendered in part.items]
+                part_rows, part = _read_here(segments_, flt, render, answered)
                 measures.append(layout.measure(part_rows))
                 count += len(part_rows)
                 shown.append((helper, part_rows, []))
@@ -306,6 +303,16 @@ def laid_out_newest_first(path: Path, flt: RecordFilter, render: Render[Row], la
             helper.stop()
         for fd in fds:
             os.close(fd)
+
+
+def _read_here(
+    segments: list[Segment], flt: RecordFilter, render: Render[T], answered: set[str]
+) -> tuple[list[T], Part]:
+    """A part a helper failed to read, read here: what it shows (not the starts a newer outcome named), and what
+    it found (the starts its outcomes named, whether it reached `--since`)."""
+    part = Part()
+    items = list(_read(segments, flt, render, part))
+    return [rendered for start, rendered in items if not _answered(start, answered)], part
 
 
 def _answered(start: Any, answered: set[str]) -> bool:
