@@ -13,7 +13,9 @@ import errno
 import hashlib
 import json
 import os
+import socket
 import stat
+import struct
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -389,3 +391,23 @@ def _same_file_key(path: Path) -> str:
         return str(path.expanduser().resolve())
     except OSError:
         return str(path)
+
+
+# Before a command trusts a daemon's socket: the ones it connects to are its user's own (here, not in pipes, so that a
+# command asking the editor socket loads no asyncio).
+def same_user(sock: socket.socket) -> bool:
+    """The peer of a connected Unix socket runs as this user (SO_PEERCRED)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True  # the socket file's 0600 mode is the guard where peer credentials are not available
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", creds)[1]
+    return uid == os.getuid()
+
+
+def socket_is_ours(path: Path) -> bool:
+    """A socket file owned by this user and closed to others: the only kind mcphost's own commands connect to."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return bool(stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077)

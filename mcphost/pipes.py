@@ -16,13 +16,14 @@ import logging
 import os
 import socket
 import stat
-import struct
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
+
+from mcphost.discovery import same_user
 
 logger = logging.getLogger(__name__)
 
@@ -75,24 +76,6 @@ async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.S
         read_transport.close()
         with contextlib.suppress(Exception):
             writer.close()
-
-
-def same_user(sock: socket.socket) -> bool:
-    """The peer of a connected Unix socket runs as this user (SO_PEERCRED)."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return True  # the socket file's 0600 mode is the guard where peer credentials are not available
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    uid: int = struct.unpack("3i", creds)[1]
-    return uid == os.getuid()
-
-
-def socket_is_ours(path: Path) -> bool:
-    """A socket file owned by this user and closed to others: the only kind mcphost's own commands connect to."""
-    try:
-        st = path.stat()
-    except OSError:
-        return False
-    return bool(stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077)
 
 
 # Unix socket paths are limited to 108 bytes; past this a deep runtime dir gets a short private one instead.

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcphost import __version__
-from mcphost.discovery import NoDaemon
-from mcphost.pipes import same_user, socket_is_ours
+from mcphost.discovery import NoDaemon, same_user, socket_is_ours
 
 # The editor channel's methods, as mcphost.editor.protocol names them (a test keeps them equal): that module
 # carries the pydantic payload models, which a command asking one question does not need.

@@ -22,9 +22,9 @@ from pygls.protocol import JsonRPCProtocol
 from mcphost import __version__, discovery
 from mcphost.approval.prompt import PermissionRequest, PermissionResponse
 from mcphost.discovery import NoDaemon as NoDaemon  # re-exported: `approve` and the demo catch it from here
+from mcphost.discovery import socket_is_ours
 from mcphost.editor import protocol as p
 from mcphost.editor.connection import dict_converter
-from mcphost.pipes import socket_is_ours
 
 PromptHandler = Callable[[PermissionRequest], Awaitable[PermissionResponse]]
 
