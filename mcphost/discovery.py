@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import socket
@@ -382,6 +381,8 @@ def claimant(config_path: Path) -> int | None:
 
 def _lock_name(config_path: Path) -> str:
     # Named by the resolved path, as daemons are matched to a config: two spellings of one file are one config.
+    import hashlib  # loads OpenSSL: only the commands that take or look for the lock pay for it
+
     digest = hashlib.sha256(_same_file_key(config_path).encode("utf-8", "surrogateescape")).hexdigest()
     return f"serve-{digest[:16]}.lock"
 
