@@ -196,11 +196,15 @@ async def test_a_hanging_collector_never_holds_up_offer_and_costs_the_batch_afte
     exporter = start(settings(receiver.url, timeout=0.5), queue_limit=1000)
     exporter.offer(call(0))
     await poll(lambda: receiver.requests, "the first request to hang")
-    began = time.perf_counter()
-    for n in range(5000):
-        exporter.offer(call(n))
-    offered = time.perf_counter() - began
-    assert offered < 0.5, f"5000 offers took {offered:.3f}s"
+    records = [call(n) for n in range(5000)]
+    slowest = 0.0
+    for record in records:
+        began = time.perf_counter()
+        exporter.offer(record)
+        slowest = max(slowest, time.perf_counter() - began)
+    # An offer held up by the hanging request would wait out its 0.5 s timeout; a busy machine does not stall one
+    # offer for half of that (all 5000 together took 0.59 s once under a full test run, so their sum is no measure).
+    assert slowest < 0.25, f"an offer took {slowest:.3f}s"
     # The queue holds 1000: the rest were dropped on the spot, and counted.
     assert exporter.status().dropped >= 4000
     await settled(exporter, 5001, limit=30)
