@@ -1,4 +1,5 @@
-"""Every matching record of a big log, rendered, newest first, with the machine's cores: `activity list --limit 0`.
+"""Every matching record of a big log, rendered, newest first, with the machine's cores: `activity list --limit 0`
+and `activity summary`.
 
 Reading a log of a million records is mostly searching its bytes and parsing the lines that may match, and a
 terminal's table or a JSON array needs all of them before (or while) it is written. So the log is cut, at line
@@ -17,6 +18,9 @@ process reading the whole log would write them:
 A table (`laid_out_newest_first`) is laid out in every process too: a helper measures its rows (each column's widest
 cell) and hands over the measures; this process settles the columns' widths from all of them and hands the widths
 back; each process then lays out its own rows. What is left to this process alone is writing.
+
+A count (`folded_newest_first`, `activity summary`) is folded in every process: a helper hands over the fold of its
+part, and only its open starts one by one.
 
 A helper that fails in any way hands over nothing, and its part is then read here. Small logs, a single core, or a
 platform without fork are read in this process alone, by the same loop.
@@ -318,10 +322,6 @@ def _read_here(
 def _answered(start: Any, answered: set[str]) -> bool:
     """True when an item is an open start (its id beside it) that an outcome in a newer part names."""
     return start is not None and isinstance(start, str) and start in answered
-
-
-def _empty(measures: Any) -> bool:
-    return not any(filled for _size, filled in measures)
 
 
 def _send(fd: int, value: Any) -> None:
