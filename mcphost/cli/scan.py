@@ -214,12 +214,7 @@ def folded_newest_first(path: Path, flt: RecordFilter, render: Render[T], fold: 
     """`fold` of what `rendered_newest_first` yields, in parts, newest first: a helper hands over the fold of its
     part (not every render), and the renders of the open starts it found, folded here once it is known which of them
     no newer outcome names."""
-    fds: list[int] = []
-    helpers: list[Helper] = []
-    try:
-        segments = _open(log_files(path), fds)
-        parts = _split(segments, _workers())
-        helpers = [Helper.start(part, flt, render, fold=fold) for part in parts[1:]]
+    with _helped(path, flt, render, fold=fold) as (parts, helpers):
         own = Part()
         folds = [fold([rendered for _start, rendered in _read(parts[0], flt, render, own)])]
         answered, past = set(own.answered), own.past
@@ -237,23 +232,13 @@ def folded_newest_first(path: Path, flt: RecordFilter, render: Render[T], fold: 
             folds.append(fold([rendered for start, rendered in open_starts if not _answered(start, answered)]))
             answered, past = answered | part_answered, part_past
         return folds
-    finally:
-        for helper in helpers:
-            helper.stop()
-        for fd in fds:
-            os.close(fd)
 
 
 def laid_out_newest_first(path: Path, flt: RecordFilter, render: Render[Row], layout: Layout) -> Iterator[str]:
     """The table of every record `flt` matches, newest first: its header and lines, a part's lines joined at a time, as
     `layout.lines` lays out the rows `render` makes of what `rendered_newest_first` yields. Nothing when nothing
     matches."""
-    fds: list[int] = []
-    helpers: list[Helper] = []
-    try:
-        segments = _open(log_files(path), fds)
-        parts = _split(segments, _workers())
-        helpers = [Helper.start(part, flt, render, layout) for part in parts[1:]]
+    with _helped(path, flt, render, layout=layout) as (parts, helpers):
         own = Part()
         rows: list[Row] = [rendered for _start, rendered in _read(parts[0], flt, render, own)]
         answered, past = set(own.answered), own.past
@@ -302,6 +287,24 @@ def laid_out_newest_first(path: Path, flt: RecordFilter, render: Render[Row], la
                 wanted = set(keep_)
                 lines = "\n".join(layout.render([r for n, (s, r) in enumerate(items) if s is None or n in wanted]))
             yield lines
+
+
+@contextlib.contextmanager
+def _helped(
+    path: Path,
+    flt: RecordFilter,
+    render: Render[T],
+    layout: Layout | None = None,
+    fold: Callable[[list[T]], Any] | None = None,
+) -> Iterator[tuple[list[list[Segment]], list[Helper]]]:
+    """The log's files opened and cut into parts, newest first, a helper started for each part but the first; the
+    helpers stopped and the files closed however the reading ends."""
+    fds: list[int] = []
+    helpers: list[Helper] = []
+    try:
+        parts = _split(_open(log_files(path), fds), _workers())
+        helpers = [Helper.start(part, flt, render, layout, fold) for part in parts[1:]]
+        yield parts, helpers
     finally:
         for helper in helpers:
             helper.stop()
