@@ -231,12 +231,11 @@ def _call_row(record: dict[str, Any], ascii_only: bool) -> tuple[str, ...] | Non
     million records renders hundreds of thousands of rows); None for anything else, which the helpers render.
     Every value taken as it is is a printable string, which `safe` would give back unchanged."""
     get = record.get
-    metadata, server, tool, state, took, decided, failed, record_id = (
+    metadata, server, tool, state, decided, failed, record_id = (
         get("metadata"),
         get("server"),
         get("tool"),
         get("status"),
-        get("duration_ms"),
         get("decision"),
         get("error"),
         get("id", ""),
@@ -286,16 +285,12 @@ def _call_row(record: dict[str, Any], ascii_only: bool) -> tuple[str, ...] | Non
         return None
     if not shown.isprintable():
         return None
-    if type(took) is float:
-        took = f"{took / 1000:.1f}s" if took >= 1000 else f"{took:.0f}ms" if took >= 10 else f"{took:.1f}ms"
-    else:
-        took = duration(record)
     return (
         local_time(record),
         f"{(ASCII_ICONS if ascii_only else INTENT_ICONS)[kind]} {kind}",
         f"{server}:{tool}",
         state,
-        took,
+        duration(record),
         detail,
         record_id,
     )
