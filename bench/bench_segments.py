@@ -33,7 +33,7 @@ LABELS = {"in-process": "mcp --in-process", "relay": "mcp -> serve (relay)", "ht
 # "agent" is the client here.
 Point = tuple[str, str, str]
 _START: Point = ("agent", "start", "")
-_LINE: Point = ("mcphost", "line", "the agent's line read by mcphost (HTTP: the request parsed)")
+_LINE: Point = ("mcphost", "line", "the agent's line read by mcphost")
 _RELAYED: list[Point] = [
     ("relay", "line", "the agent's line read by the relay"),
     ("relay", "passed", "the relay passes it on"),
@@ -57,14 +57,25 @@ _CORE: list[Point] = [
 ]
 # A relay that handed the agent's stdin to its daemon stamps nothing: the daemon reads the agent's line itself.
 _HANDED: Point = ("mcphost", "line", "the agent's line read by the daemon (the relay handed it stdin)")
+_HTTP_IN: list[Point] = [
+    ("mcphost", "recv", "HTTP: the request's bytes reach uvicorn"),
+    ("mcphost", "asgi", "HTTP: uvicorn parses them and starts the app's task"),
+    ("mcphost", "line", "HTTP: the daemon's checks, on to the call's shortcut"),
+]
+# Over HTTP, the result is written in two parts: uvicorn sends the status line and headers, then the body.
+_HTTP_OUT: list[Point] = [
+    ("mcphost", "reply", "HTTP: the result made"),
+    ("mcphost", "body", "HTTP: uvicorn writes the status line and headers"),
+    ("agent", "end", "HTTP: the body written, until the agent holds the result"),
+]
 ROUTES: dict[str, list[Point]] = {
     "in-process": [_START, _LINE, *_CORE],
     "relay": [_START, *_RELAYED, *_CORE],
-    "http": [_START, _LINE, *_CORE],
+    "http": [_START, *_HTTP_IN, *_CORE[:-2], *_HTTP_OUT],
 }
 HANDED_ROUTE: list[Point] = [_START, _HANDED, *_CORE]
 # The table's rows, in the order a call meets them.
-ORDER = [label for _, _, label in [*_RELAYED, _HANDED, _LINE, *_CORE]]
+ORDER = [label for _, _, label in [*_RELAYED, _HANDED, _LINE, *_HTTP_IN, *_CORE, *_HTTP_OUT]]
 
 
 def read_stamps(directory: Path) -> dict[int, list[tuple[int, str]]]:

@@ -82,6 +82,19 @@ def install() -> None:
 
     # The agent's line in hand: over stdio (and on the daemon's relay socket), or as an HTTP request.
     after_await(stdio, "_read_line", "line")
+    # Over HTTP, the request's bytes reach uvicorn ("recv"), which parses them and starts a task for the app
+    # ("asgi", the daemon's outermost layer), which passes its checks to the call's shortcut ("line").
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    at_entry(HttpToolsProtocol, "data_received", "recv")
+    outermost = http_app.LoopbackOnly.__call__
+
+    # uvicorn tells an ASGI 3 app by its coroutine function: the wrapper must be one too.
+    async def app_entered(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        stamp("asgi")
+        await outermost(self, scope, receive, send)
+
+    http_app.LoopbackOnly.__call__ = app_entered  # type: ignore[method-assign]
     shortcut_call = http_app.CallShortcut.__call__
 
     async def http_request(self: Any, scope: Any, receive: Any, send: Any) -> None:
@@ -90,6 +103,9 @@ def install() -> None:
         async def sending(message: Any) -> None:
             if message.get("type") == "http.response.start":
                 stamp("reply")
+            elif message.get("type") == "http.response.body" and not message.get("more_body"):
+                # Stamped before the send: once the body is on its way the client may hold it at once.
+                stamp("body")
             await send(message)
 
         await shortcut_call(self, scope, receive, sending)

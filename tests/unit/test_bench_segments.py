@@ -33,3 +33,28 @@ def test_each_stretch_runs_from_a_point_to_the_first_stamp_of_the_next_after_it(
     found, whole = stretches(route, [(105, 560), (1105, 1200)], stamps)
     assert whole == 1, "the second call lacks most of its points"
     assert found == [[5], [10], [10], [10], [2], [2], [2], [1], [2], [1], [250], [2], [8], [10], [100], [10], [30]]
+
+
+def test_an_http_call_is_split_at_uvicorn_on_its_way_in_and_between_its_headers_and_body_on_its_way_out() -> None:
+    route = ROUTES["http"]
+    core = ["call", "checked", "resolving", "resolved", "authorizing", "authorized", "forward", "answer", "resumed"]
+    stamps = {
+        "mcphost": [
+            (110, "recv"),
+            (150, "asgi"),
+            (160, "line"),
+            *[(200 + i, name) for i, name in enumerate(core)],
+            (300, "record"),
+            (310, "fsync"),
+            (400, "synced"),
+            (420, "reply"),
+            (500, "body"),
+        ]
+    }
+    found, whole = stretches(route, [(100, 600)], stamps)
+    assert whole == 1
+    names = [name for _, name, _ in route]
+    assert names[:4] == ["start", "recv", "asgi", "line"]
+    assert names[-3:] == ["reply", "body", "end"]
+    assert [f[0] for f in found[:3]] == [10, 40, 10]
+    assert [f[0] for f in found[-3:]] == [20, 80, 100]
