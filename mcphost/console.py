@@ -286,7 +286,9 @@ class Table:
     ) -> list[str]:
         if not any(self.shown):
             return [""] * len(rows)
+        first = self.shown.index(True)
         last = max(i for i, s in enumerate(self.shown) if s)
+        gap = self.gap.replace("%", "%%")
         # Each line is one `%` of a format that pads every column (and drops a hidden one with `%.0s`): a fifth
         # of the time of padding every cell and joining them. A column's cells are changed first only where they
         # must be: escaped, cut, or of wide characters in different numbers.
@@ -296,7 +298,7 @@ class Table:
             if not self.shown[i]:
                 formats.append("%.0s")
                 continue
-            gap = "" if i == min(j for j, s in enumerate(self.shown) if s) else self.gap.replace("%", "%%")
+            sep = "" if i == first else gap
             right = self.columns[i].right
             shown = cells if cells is not None else [row[i] for row in rows] if not joined.isascii() else None
             if shown is None:  # ASCII: a character takes a column
@@ -306,14 +308,14 @@ class Table:
                         for row in rows
                         for cell in (row[i],)
                     ]
-                formats.append(gap + (f"%{size}s" if right else "%s" if i == last else f"%-{size}s"))
+                formats.append(sep + (f"%{size}s" if right else "%s" if i == last else f"%-{size}s"))
                 continue
             on_screen = {cell: cell_width(cell) for cell in set(shown)}
             extra = {width - len(cell) for cell, width in on_screen.items()}
             if cells is None and len(extra) == 1 and max(on_screen.values()) <= size:
                 # Wide characters, as many in every cell (the intent column: one icon each): padded by `%` too.
                 wide = extra.pop()
-                formats.append(gap + (f"%{size - wide}s" if right else "%s" if i == last else f"%-{size - wide}s"))
+                formats.append(sep + (f"%{size - wide}s" if right else "%s" if i == last else f"%-{size - wide}s"))
                 continue
             # Few distinct cells in most such columns: each is measured, cut and padded once.
             shaped: dict[str, str] = {}
@@ -322,7 +324,7 @@ class Table:
                 pad = " " * (size - cell_width(fitted))
                 shaped[cell] = pad + fitted if right else fitted if i == last else fitted + pad
             changed[i] = [shaped[cell] for cell in shown]
-            formats.append(gap + "%s")
+            formats.append(sep + "%s")
         layout = "".join(formats)
         if not changed:
             return [(layout % row).rstrip() for row in map(tuple, rows)]

@@ -324,7 +324,7 @@ def _read_here(
 
 def _answered(start: Any, answered: set[str]) -> bool:
     """True when an item is an open start (its id beside it) that an outcome in a newer part names."""
-    return start is not None and isinstance(start, str) and start in answered
+    return isinstance(start, str) and start in answered
 
 
 def _send(fd: int, value: Any) -> None:
