@@ -156,8 +156,7 @@ class ActivityRecord(_Open):
         """The record with every string redacted, keys included, and valid Unicode: every field that can hold what
         an agent, an upstream or the config said (fields mcphost makes itself, ids, times and counts, are taken as
         they are: every record of every call pays for the walk)."""
-        dump = self.model_dump(mode="json", exclude_none=True)
-        return {key: value if key in _OWN_FIELDS else scrub(value) for key, value in dump.items()}
+        return _scrubbed(self.model_dump(mode="json", exclude_none=True))
 
     def encode(self) -> tuple[dict[str, Any], str]:
         """What is written and what editors are sent, made once: the safe dict and its line of JSON. Never fails on
@@ -168,8 +167,7 @@ class ActivityRecord(_Open):
         except (RecursionError, ValueError, TypeError) as exc:
             kept = self.model_copy(update={"arguments": None, "details": None, "metadata": RecordMetadata()})
             payload = kept.safe_dict()
-            payload["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
-            return payload, _line(payload)
+            return _not_recordable(payload, exc)
 
     def encode_line(self) -> tuple[bytes, Callable[[], dict[str, Any]]]:
         """`encode` for the writer: the line as UTF-8, and what makes the safe dict for whoever asks (editors, the
@@ -193,6 +191,137 @@ class ActivityRecord(_Open):
 _OWN_FIELDS = frozenset(
     {"id", "timestamp", "type", "status", "duration_ms", "request_bytes", "response_bytes", "started_id", "forwarded"}
 )
+
+
+class CallRecord:
+    """A tool call's record while the call runs: plain attributes, written as the very line an `ActivityRecord` with
+    the same fields makes (a test holds the two in step). Every call makes one, on the way to its upstream and back;
+    as a pydantic model it cost the call a validation per nested part, a handler per field set and a serializer run.
+
+    `intent` and `error` are what RecordIntent and ErrorInfo dump to; `decision` stays the approvals' model."""
+
+    __slots__ = (
+        "annotations",
+        "arguments",
+        "arguments_preview",
+        "call_with",
+        "client",
+        "decision",
+        "duration_ms",
+        "error",
+        "forwarded",
+        "id",
+        "intent",
+        "request_bytes",
+        "response_bytes",
+        "response_preview",
+        "server",
+        "session_id",
+        "started_id",
+        "status",
+        "timestamp",
+        "tool",
+        "tool_variant",
+        "type",
+        "warnings",
+    )
+
+    def __init__(self, tool_variant: str, session_id: str | None = None, client: str | None = None) -> None:
+        self.id = ""  # stamped when written: the file stays in time order however long calls take
+        self.timestamp = ""
+        self.type: str = RecordType.TOOL_CALL.value
+        self.server: str | None = None
+        self.tool: str | None = None
+        self.status: str | None = None
+        self.duration_ms: float | None = None
+        self.intent: dict[str, str] | None = None
+        self.tool_variant = tool_variant
+        self.annotations: dict[str, Any] | None = None
+        self.call_with: str | None = None
+        self.decision: Decision | None = None
+        self.warnings: list[str] = []
+        self.error: dict[str, str] | None = None
+        self.arguments: dict[str, Any] | None = None
+        self.arguments_preview: str | None = None
+        self.request_bytes: int | None = None
+        self.response_bytes: int | None = None
+        self.response_preview: str | None = None
+        self.session_id = session_id
+        self.client = client
+        self.started_id: str | None = None
+        self.forwarded: bool | None = None
+
+    def copy(self) -> CallRecord:
+        """Another record of the same call (its start); what the two share is never changed in place."""
+        twin = CallRecord.__new__(CallRecord)
+        for name in CallRecord.__slots__:
+            setattr(twin, name, getattr(self, name))
+        twin.warnings = list(self.warnings)
+        return twin
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `ActivityRecord.model_dump(mode="json", exclude_none=True)` makes of these fields, in its order."""
+        out: dict[str, Any] = {"id": self.id, "timestamp": self.timestamp, "type": self.type}
+        self._put(out, _CALL_HEAD)
+        out["metadata"] = self._put({}, _CALL_METADATA)
+        if self.decision is not None:
+            out["decision"] = self.decision.model_dump(mode="json", exclude_none=True)
+        out["warnings"] = self.warnings
+        self._put(out, _CALL_TAIL)
+        return out
+
+    def _put(self, into: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+        for name in names:
+            value = getattr(self, name)
+            if value is not None:
+                into[name] = value
+        return into
+
+    def encode_line(self) -> tuple[bytes, Callable[[], dict[str, Any]]]:
+        """`ActivityRecord.encode_line` for a call: one orjson pass over the plain dict, kept as it is when
+        redaction would change nothing (`left_alone`), else the long way."""
+        payload = self.as_dict()
+        try:
+            line = orjson.dumps(payload)
+        except (orjson.JSONEncodeError, TypeError):
+            line = b""  # a lone surrogate, an integer past 64 bits, too deep: the long way
+        if line and left_alone(line):
+            return line + b"\n", lambda: payload
+        try:
+            safe = _scrubbed(payload)
+            text = _line(safe)
+        except (RecursionError, ValueError, TypeError) as exc:
+            kept = {key: value for key, value in payload.items() if key not in ("arguments", "details")}
+            kept["metadata"] = {}
+            safe, text = _not_recordable(_scrubbed(kept), exc)
+        return text.encode("utf-8"), lambda: safe
+
+
+# ActivityRecord's fields before `metadata`, `metadata`'s own, and those after `warnings` (`details` and `hook` are
+# never a call's), each in its order.
+_CALL_HEAD = ("server", "tool", "status", "duration_ms")
+_CALL_METADATA = ("intent", "tool_variant", "annotations", "call_with")
+_CALL_TAIL = (
+    "error",
+    "arguments",
+    "arguments_preview",
+    "request_bytes",
+    "response_bytes",
+    "response_preview",
+    "session_id",
+    "client",
+    "started_id",
+    "forwarded",
+)
+
+
+def _scrubbed(dump: dict[str, Any]) -> dict[str, Any]:
+    return {key: value if key in _OWN_FIELDS else scrub(value) for key, value in dump.items()}
+
+
+def _not_recordable(payload: dict[str, Any], exc: BaseException) -> tuple[dict[str, Any], str]:
+    payload["arguments_preview"] = f"[not recordable: {type(exc).__name__}]"
+    return payload, _line(payload)
 
 
 def _line(payload: dict[str, Any]) -> str:

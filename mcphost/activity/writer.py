@@ -33,7 +33,7 @@ import anyio
 import anyio.to_thread
 
 from mcphost.activity.reader import rotated_path
-from mcphost.activity.record import ActivityRecord
+from mcphost.activity.record import ActivityRecord, CallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class ActivityLog:
 
     # ---- writing
 
-    def append(self, record: ActivityRecord) -> int | None:
+    def append(self, record: ActivityRecord | CallRecord) -> int | None:
         """Hand one record to the OS. Returns its sequence number for `sync_through`, or None when the disk
         refused it (it is then kept in memory and written first once the disk accepts writes again)."""
         data, safe_dict = record.encode_line()
@@ -121,7 +121,7 @@ class ActivityLog:
                     logger.exception("activity listener failed")
         return seq
 
-    async def write(self, record: ActivityRecord, *, alone: bool = False) -> bool:
+    async def write(self, record: ActivityRecord | CallRecord, *, alone: bool = False) -> bool:
         """Append, and return once the record is on disk (when `fsync` is on). Never raises.
 
         `alone`: no other call is under way, so nothing can share this record's fsync and nobody waits on the event

@@ -18,16 +18,7 @@ import mcp_types as types
 import orjson
 
 from mcphost.activity.capture import capture_arguments, capture_response, response_text
-from mcphost.activity.record import (
-    ActivityRecord,
-    ErrorInfo,
-    RecordIntent,
-    RecordMetadata,
-    RecordType,
-    Status,
-    new_record_id,
-    utc_now,
-)
+from mcphost.activity.record import CallRecord, RecordType, Status, new_record_id, utc_now
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, CallFacts, Elicit, InputRequired
 from mcphost.config import LoadedConfig, effective_annotations
@@ -83,18 +74,18 @@ class CallOutcome:
     asked: InputRequired | None = None
 
 
-def _recorded_intent(raw: Any) -> RecordIntent | None:
+def _recorded_intent(raw: Any) -> dict[str, str] | None:
     """What a rejected call declared, as text and kept small: the log must not grow by what an agent sends."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        return RecordIntent(raw=str(raw)[:1000])
+        return {"raw": str(raw)[:1000]}
     fields = {}
     for key in ("operation_type", "data_sensitivity", "reason"):
         value = raw.get(key)
         if value is not None:
             fields[key] = (value if isinstance(value, str) else json.dumps(value, default=str))[:1000]
-    return RecordIntent(**fields)
+    return fields
 
 
 class Gateway:
@@ -165,14 +156,7 @@ class Gateway:
         is refused (AUDIT_UNAVAILABLE)."""
         started = time.perf_counter()
         loaded = self._config()  # this call finishes under the config it started with
-        record = ActivityRecord(
-            id="",  # stamped when written; the default would make an id and a time only to throw them away
-            timestamp="",
-            type=RecordType.TOOL_CALL.value,
-            metadata=RecordMetadata(tool_variant=variant.value),
-            session_id=ctx.session_id,
-            client=ctx.client,
-        )
+        record = CallRecord(variant.value, ctx.session_id, ctx.client)
         outcome = CallOutcome(status=Status.SUCCESS)
         progress = _Progress()
         self._calls += 1
@@ -210,7 +194,7 @@ class Gateway:
         arguments: Mapping[str, Any],
         ctx: CallContext,
         loaded: LoadedConfig,
-        record: ActivityRecord,
+        record: CallRecord,
         outcome: CallOutcome,
         progress: _Progress,
     ) -> None:
@@ -220,7 +204,7 @@ class Gateway:
             # Before anything reads the input: what could not be recorded must never be forwarded.
             check_input(dict(arguments), variant)
             intent = parse_intent(raw, variant)
-            record.metadata.intent = RecordIntent(**intent.to_dict())
+            record.intent = intent.to_dict()
             check_two_keys(variant, intent)
             server, tool = split_name(arguments.get("name"), variant)
             record.server, record.tool = server, tool
@@ -232,9 +216,9 @@ class Gateway:
             upstream, upstream_tool = await self._resolve(loaded, server, tool, variant)
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
-                record.metadata.annotations = annotations
+                record.annotations = annotations
             call_with = recommended_variant(Annotations.from_mapping(annotations)).value
-            record.metadata.call_with = call_with
+            record.call_with = call_with
             verdict = check_annotations(
                 variant,
                 upstream_tool.qualified,
@@ -279,11 +263,11 @@ class Gateway:
         except GatewayError as err:
             outcome.error = err
             outcome.status = _status_for(err.code)
-            record.error = ErrorInfo(code=err.code.value, message=err.message)
+            record.error = {"code": err.code.value, "message": err.message}
             if isinstance(err.details.get("response_bytes"), int):
                 record.response_bytes = err.details["response_bytes"]
-            if record.metadata.intent is None:
-                record.metadata.intent = _recorded_intent(raw)
+            if record.intent is None:
+                record.intent = _recorded_intent(raw)
             if record.server is None and isinstance(arguments.get("name"), str):
                 record.server, _, tool_part = arguments["name"].partition(":")
                 record.tool = tool_part or None
@@ -297,12 +281,12 @@ class Gateway:
                 ErrorCode.UPSTREAM_ERROR, f"mcphost failed to complete the call: {type(exc).__name__}: {exc}"
             )
             outcome.error, outcome.status = bug, Status.ERROR
-            record.error = ErrorInfo(code=bug.code.value, message=bug.message)
+            record.error = {"code": bug.code.value, "message": bug.message}
 
-    async def _record_start(self, loaded: LoadedConfig, record: ActivityRecord, outcome: CallOutcome) -> None:
+    async def _record_start(self, loaded: LoadedConfig, record: CallRecord, outcome: CallOutcome) -> None:
         """Put a write or destructive call on record before it is forwarded: if the host dies mid-call, the log
         still says the call was made (its outcome unknown)."""
-        start = record.model_copy(deep=True)
+        start = record.copy()
         start.type = RecordType.TOOL_CALL_STARTED.value
         start.status = Status.STARTED.value
         start.warnings = list(outcome.warnings)

@@ -647,3 +647,93 @@ def test_a_record_without_secrets_takes_the_short_way_and_one_with_any_takes_the
     for text in [*_HOSTILE[: len(FAKES)], "api key", "pass\tword", "private/key", "quote \\ here"]:
         line = json.dumps({"arguments": {text: "v", "note": text}}, ensure_ascii=False).encode()
         assert not left_alone(line), text
+
+
+# A call's record is a plain object (CallRecord) on the call's way; its line must be the model's, field for field.
+_CALL_FIELDS = ("server", "tool", "status", "duration_ms", "decision", "warnings", "arguments", "arguments_preview")
+_CALL_FIELDS += ("request_bytes", "response_bytes", "response_preview", "session_id", "client", "started_id")
+
+
+def _call_records(fields: dict[str, Any]) -> tuple[Any, Any]:
+    """The same call as a CallRecord and as an ActivityRecord."""
+    from mcphost.activity.record import ActivityRecord, CallRecord, ErrorInfo, RecordIntent, RecordMetadata
+
+    call = CallRecord("call_tool_read", fields.get("session_id"), fields.get("client"))
+    for name, value in fields.items():
+        setattr(call, name, value)
+    call.id, call.timestamp = "01JCALL0000000000000000000", "2026-11-27T10:00:00.123Z"
+    model = ActivityRecord(
+        id=call.id,
+        timestamp=call.timestamp,
+        type=call.type,
+        metadata=RecordMetadata(
+            intent=RecordIntent(**call.intent) if call.intent is not None else None,
+            tool_variant=call.tool_variant,
+            annotations=call.annotations,
+            call_with=call.call_with,
+        ),
+        error=ErrorInfo(**call.error) if call.error is not None else None,
+        forwarded=call.forwarded,
+        **{name: getattr(call, name) for name in _CALL_FIELDS},
+    )
+    return call, model
+
+
+def _calls(text: str) -> list[dict[str, Any]]:
+    from mcphost.activity.record import Decision
+
+    return [
+        {"server": text, "tool": text, "client": text, "session_id": text, "warnings": [text], "status": "success"},
+        {"arguments": {text: "value", "note": text, "deep": [{"x": text}]}, "request_bytes": 12, "duration_ms": 1.5},
+        {"arguments_preview": text, "response_preview": text, "response_bytes": 70, "forwarded": True},
+        {"error": {"code": "UPSTREAM_ERROR", "message": text}, "started_id": "01JSTART000000000000000000"},
+        {
+            "intent": {"operation_type": "read", "reason": text},
+            "annotations": {text: True},
+            "call_with": text,
+            "decision": Decision(by="policy", action="allow", outcome="allow", reason=text, approver=text),
+        },
+        {"intent": {"raw": text}, "arguments": {"big": 2**70, "small": -(2**70), "float": 0.1, "none": None}},
+    ]
+
+
+@pytest.mark.parametrize("text", _HOSTILE)
+def test_a_calls_plain_record_writes_the_line_and_dict_its_model_writes(text: str) -> None:
+    for fields in _calls(text):
+        call, model = _call_records(fields)
+        line, safe_dict = call.encode_line()
+        model_line, model_dict = model.encode_line()
+        expected_dict = model_dict()
+        if "\udfff" in text:
+            # The model's dump turns a lone surrogate in a key into one U+FFFD per UTF-8 byte; the plain record
+            # turns it into one, as both do in values.
+            model_line = model_line.replace("\ufffd\ufffd\ufffd".encode(), "\ufffd".encode())
+            expected_dict = json.loads(model_line)
+        assert line == model_line, fields
+        assert safe_dict() == expected_dict
+        assert json.loads(line)["metadata"]["tool_variant"] == "call_tool_read"
+
+
+def test_a_calls_record_too_deep_to_write_keeps_what_it_can_and_says_why() -> None:
+    deep: Any = "x"
+    for _ in range(1200):
+        deep = [deep]
+    call, _ = _call_records({"server": "probe", "tool": "t", "arguments": {"x": deep}, "status": "error"})
+    call.intent = {"operation_type": "read"}
+    line, safe_dict = call.encode_line()
+    written = json.loads(line)
+    assert "arguments" not in written
+    assert written["arguments_preview"].startswith("[not recordable: ")
+    assert (written["server"], written["tool"], written["status"], written["metadata"]) == ("probe", "t", "error", {})
+    assert safe_dict() == written
+
+
+def test_a_calls_start_record_is_a_copy_whose_warnings_are_its_own() -> None:
+    call, _ = _call_records({"server": "probe", "tool": "t", "warnings": ["first"]})
+    start = call.copy()
+    start.type, start.status = "tool_call_started", "started"
+    start.warnings.append("only the start's")
+    call.warnings.append("only the outcome's")
+    assert (call.type, call.status, call.server) == ("tool_call", None, "probe")
+    assert start.warnings == ["first", "only the start's"]
+    assert call.warnings == ["first", "only the outcome's"]
