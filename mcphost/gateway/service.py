@@ -66,12 +66,20 @@ class CallContext:
 @dataclass(slots=True)
 class CallOutcome:
     status: Status
-    result: types.CallToolResult | None = None  # what the upstream answered, when it was reached
-    data: dict[str, Any] | None = None  # the same, JSON-ready, as the upstream sent it
+    answer: ToolResult | None = None  # what the upstream answered, when it was reached
     error: GatewayError | None = None
     warnings: list[str] = field(default_factory=list)
     # The question for the agent's user, when the call ended to ask it (2026-07-28's input-required round trip).
     asked: InputRequired | None = None
+
+    @property
+    def result(self) -> types.CallToolResult | None:
+        return self.answer.model if self.answer is not None else None
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The upstream's answer, JSON-ready, as it sent it."""
+        return self.answer.data if self.answer is not None else None
 
 
 def _recorded_intent(raw: Any) -> dict[str, str] | None:
@@ -185,7 +193,7 @@ class Gateway:
         if not durable and progress.forwarded and _refuses(loaded) and outcome.error is None:
             outcome.error = self._audit_unavailable(loaded, forwarded=True)
             outcome.status = Status.ERROR
-            outcome.result = outcome.data = None
+            outcome.answer = None
         return outcome
 
     async def _run(
@@ -253,8 +261,8 @@ class Gateway:
                 await self._record_start(loaded, record, outcome)
             progress.forwarded = True
             answered = await self._forward(upstream, tool, args)
-            outcome.result, outcome.data = answered.model, answered.data
-            outcome.status = Status.ERROR if answered.model.is_error else Status.SUCCESS
+            outcome.answer = answered
+            outcome.status = Status.ERROR if answered.is_error else Status.SUCCESS
             answer = answered.data
             record.response_bytes = _json_size(answer)
             record.response_preview = capture_response(

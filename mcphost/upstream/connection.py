@@ -117,17 +117,57 @@ class _CheckedResult(types.CallToolResult):
     content: list[Annotated[types.ContentBlock, Field(discriminator="type")]]
 
 
-@dataclass(frozen=True, slots=True)
 class ToolResult:
-    """A tool's answer: validated, and as the server sent it (JSON-ready), so that passing it on needs no
-    second serialization of the model."""
+    """A tool's answer, checked to be one, as the server sent it (JSON-ready), so that passing it on needs no second
+    serialization. The SDK's model of it is made for whoever asks (`model`): an answer of plain text blocks, what
+    most tools send, is checked by a look at its keys, and the call never touches a validator."""
 
-    model: types.CallToolResult
-    data: dict[str, Any]
+    __slots__ = ("_model", "data", "is_error")
+
+    def __init__(self, data: dict[str, Any], model: types.CallToolResult | None = None) -> None:
+        self.data = data
+        self._model = model
+        self.is_error = model.is_error if model is not None else data.get("isError") is True
 
     @classmethod
     def of(cls, model: types.CallToolResult) -> ToolResult:
-        return cls(model, model.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return cls(model.model_dump(mode="json", by_alias=True, exclude_none=True), model)
+
+    @classmethod
+    def checked(cls, data: Any) -> ToolResult:
+        """`data` as a tool's answer; raises ValidationError where it is none."""
+        if _plain_text_result(data):
+            return cls(data)
+        return cls(data if isinstance(data, dict) else {}, _CheckedResult.model_validate(data))
+
+    @property
+    def model(self) -> types.CallToolResult:
+        if self._model is None:
+            self._model = _CheckedResult.model_validate(self.data)
+        return self._model
+
+
+# The keys of a result, and of a text block, that need no validator to be read as the SDK's model reads them: any
+# other (an alias the model also takes, `is_error`, say) and the answer goes to the validator.
+_RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta"})
+_TEXT_KEYS = frozenset({"type", "text"})
+
+
+def _plain_text_result(data: Any) -> bool:
+    """Whether `data` is a tool result the SDK's model would take as it is: text blocks only, each a type and a
+    text; `isError` a bool; `_meta` an object (structuredContent may be anything)."""
+    if type(data) is not dict or not data.keys() <= _RESULT_KEYS:
+        return False
+    content = data.get("content")
+    if type(content) is not list:
+        return False
+    for block in content:
+        if type(block) is not dict or block.get("type") != "text" or type(block.get("text")) is not str:
+            return False
+        if not block.keys() <= _TEXT_KEYS:
+            return False
+    meta = data.get("_meta")
+    return type(data.get("isError", False)) is bool and (meta is None or type(meta) is dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -536,7 +576,7 @@ class UpstreamServer:
                 self.name, "the server asked for input from its user (input_required), which mcphost does not pass on"
             )
         try:
-            return ToolResult(_CheckedResult.model_validate(data), data if isinstance(data, dict) else {})
+            return ToolResult.checked(data)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(part) for part in e['loc']) or 'result'}: {e['msg']}" for e in exc.errors()[:3]
