@@ -16,7 +16,6 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -30,7 +29,7 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
-from mcphost.serve.stdio import Job, Outbox, Send, dump_line, id_key, valid_id
+from mcphost.serve.stdio import CallCut, Cut, Job, Outbox, Send, dump_line, id_key, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +310,7 @@ class DirectCalls:
         self._opened = False
         self._client: str | None = None
         self._elicits = False
-        self._running: dict[str, anyio.CancelScope] = {}
+        self._running: dict[str, Cut] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ask_ids = itertools.count()
 
@@ -335,9 +334,9 @@ class DirectCalls:
         elif method == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict):
-                scope = self._running.get(id_key(params.get("requestId")))
-                if scope is not None:
-                    scope.cancel()
+                cut = self._running.get(id_key(params.get("requestId")))
+                if cut is not None:
+                    cut.cancel()
         return False
 
     def _call(self, message: dict[str, Any]) -> Job | bool:
@@ -349,9 +348,9 @@ class DirectCalls:
         if key in self._running:
             return False
 
-        async def run(scope: anyio.CancelScope) -> None:
+        async def run(cut: Cut) -> None:
             # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
-            self._running[key] = scope
+            self._running[key] = cut
             try:
                 result = await call_result(self._gateway, name, arguments, self._context())
             finally:
@@ -445,7 +444,7 @@ class HttpCalls:
         self._sessions = sessions
         # Per open session: its name (an HMAC of its id, made once), its client's name, whether that client elicits.
         self._clients: dict[str, tuple[str, str | None, bool]] = {}
-        self._running: dict[tuple[str, str], anyio.CancelScope] = {}
+        self._running: dict[tuple[str, str], CallCut] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ask_ids = itertools.count()
 
@@ -469,9 +468,9 @@ class HttpCalls:
     def cancel(self, transport_id: str, message: dict[str, Any]) -> None:
         params = message.get("params")
         if isinstance(params, dict):
-            scope = self._running.get((transport_id, id_key(params.get("requestId"))))
-            if scope is not None:
-                scope.cancel()
+            cut = self._running.get((transport_id, id_key(params.get("requestId"))))
+            if cut is not None:
+                cut.cancel()
 
     async def answer(
         self,
@@ -491,12 +490,14 @@ class HttpCalls:
 
         ctx = CallContext(session_id=session, client=client, elicit=ask if elicits else None)
         key = (transport_id, id_key(request_id))
-        with anyio.CancelScope() as scope:
-            self._running[key] = scope
-            try:
-                result = await call_result(self._gateway, name, arguments, ctx)
-            finally:
-                self._running.pop(key, None)
-        if scope.cancelled_caught:
+        cut = self._running[key] = CallCut.of_current()
+        try:
+            result = await call_result(self._gateway, name, arguments, ctx)
+        except asyncio.CancelledError:
+            if not cut.cut or cut.task is None:
+                raise  # not the client's: the server stopping
+            cut.task.uncancel()  # the request goes on, to answer 202
             return None
+        finally:
+            self._running.pop(key, None)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}

@@ -95,10 +95,15 @@ class Shortcut(Protocol):
         ...
 
 
-# Run as a task of the session under its own cancel scope, which it is given: the session cuts it short through
-# the scope at its end, and the job may too (the agent cancelling its request). One scope for both: each costs an
-# enter and an exit, task look-ups included, on the busiest path.
-Job = Callable[[anyio.CancelScope], Coroutine[Any, Any, None]]
+class Cut(Protocol):
+    def cancel(self) -> None:
+        """Cut the call short; once is what counts."""
+        ...
+
+
+# Run as a task of the session, given what cuts it short: the session does at its end, and the job may too (the
+# agent cancelling its request).
+Job = Callable[[Cut], Coroutine[Any, Any, None]]
 ShortcutFactory = Callable[[Outbox], Shortcut]
 
 
@@ -356,18 +361,18 @@ async def session_streams(
 
 
 class _Calls:
-    """The shortcut's calls, each an asyncio task inside an anyio cancel scope of its own. A call is cut short
-    through its scope, as a task group would, so the shielded write of its record still completes; a spawn costs
-    a task and a scope, a fraction of a task group's bookkeeping on every call. Leaving waits for every call; leaving
-    by an exception, or cancelled while waiting, cuts them short first."""
+    """The shortcut's calls, each an asyncio task of its own. Leaving waits for every call; leaving by an exception, or
+    cancelled while waiting, cuts them short first. A call is cut short by cancelling its task, once (`CallCut`): no
+    anyio cancel scope per call, whose enter and exit (the task's state made, looked up and dropped) cost the busiest
+    path more than the rest of its bookkeeping."""
 
     def __init__(self) -> None:
-        self._running: dict[asyncio.Task[None], anyio.CancelScope] = {}
+        self._running: dict[asyncio.Task[None], CallCut] = {}
 
     def start(self, job: Job) -> None:
-        scope = anyio.CancelScope()
-        task = asyncio.get_running_loop().create_task(_scoped(job, scope))
-        self._running[task] = scope
+        call = CallCut()
+        task = call.task = asyncio.get_running_loop().create_task(call.run(job))
+        self._running[task] = call
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
@@ -376,8 +381,8 @@ class _Calls:
             logger.error("a call failed outside its own handling", exc_info=exc)
 
     def cancel(self) -> None:
-        for scope in self._running.values():
-            scope.cancel()
+        for call in self._running.values():
+            call.cancel()
 
     async def __aenter__(self) -> _Calls:
         return self
@@ -400,9 +405,38 @@ class _Calls:
             await asyncio.wait(list(self._running))
 
 
-async def _scoped(job: Job, scope: anyio.CancelScope) -> None:
-    with scope:
-        await job(scope)
+class CallCut:
+    """One call's task, cut short at most once. Once, because asyncio's cancellation, unlike anyio's, is not held
+    off by a shield: a second one would break into the shielded write of the record of a call the first one ended.
+    Cut before its task has started, it is cut as it starts, at its first wait: the gateway records it as cancelled,
+    as it does any call cut short."""
+
+    __slots__ = ("cut", "started", "task")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.started = False
+        self.cut = False
+
+    @classmethod
+    def of_current(cls) -> CallCut:
+        """For the call the running task is making."""
+        cut = cls()
+        cut.task, cut.started = asyncio.current_task(), True
+        return cut
+
+    def cancel(self) -> None:
+        if self.cut:
+            return
+        self.cut = True
+        if self.started and self.task is not None:
+            self.task.cancel()
+
+    async def run(self, job: Job) -> None:
+        self.started = True
+        if self.cut and self.task is not None:
+            self.task.cancel()
+        await job(self)
 
 
 async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import pytest
 
 from tests.helpers import Sandbox, daemon, http_agent, poll, slow_read, text_of
 
@@ -75,7 +76,11 @@ async def test_an_ended_session_is_not_served_by_the_shortcut(sandbox: Sandbox) 
     assert len(sandbox.tool_calls()) == 1
 
 
-async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(sandbox: Sandbox, tmp_path: Path) -> None:
+@pytest.mark.parametrize("notices", [1, 2])
+async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(
+    sandbox: Sandbox, tmp_path: Path, notices: int
+) -> None:
+    # Twice: a client that repeats its cancellation must not break into the record's write the first one began.
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
     slow = slow_read(started, gate)
@@ -91,11 +96,14 @@ async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(sandbox: Sand
             tg.start_soon(slow_call)
             await poll(started.exists, "the upstream to start the slow call")
             notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}}
-            assert (await plain.post(notice)).status_code == 202
+            for _ in range(notices):
+                assert (await plain.post(notice)).status_code == 202
         [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
         gate.touch()
+        after = await plain.post(call(2, READ))
     assert record["status"] == "cancelled" and record["tool"] == "slow"
     assert answers[0].status_code == 202 and answers[0].content == b""  # no answer to a cancelled request
+    assert after.status_code == 200 and [r["status"] for r in sandbox.tool_calls()] == ["cancelled", "success"]
 
 
 async def test_sdk_clients_of_both_eras_call_over_http(sandbox: Sandbox) -> None:

@@ -1,16 +1,16 @@
-"""The shortcut's calls at the end of a session: cut short through their own cancel scopes, so what a call shields
-(the write of its record) always completes before the session ends."""
+"""The shortcut's calls at the end of a session: each cut short once, through its task, so what a call shields (the
+write of its record) always completes before the session ends."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from mcphost.serve.stdio import Job, _Calls
+from mcphost.serve.stdio import Cut, Job, _Calls
 
 
 def call(log: list[str], name: str, started: anyio.Event | None = None) -> Job:
-    async def job(scope: anyio.CancelScope) -> None:
+    async def job(cut: Cut) -> None:
         try:
             if started is not None:
                 started.set()
@@ -60,10 +60,10 @@ async def test_a_call_that_fails_outside_its_own_handling_is_logged_and_the_othe
 ) -> None:
     done: list[str] = []
 
-    async def broken(scope: anyio.CancelScope) -> None:
+    async def broken(cut: Cut) -> None:
         raise RuntimeError("a bug")
 
-    async def fine(scope: anyio.CancelScope) -> None:
+    async def fine(cut: Cut) -> None:
         await anyio.sleep(0.01)
         done.append("fine")
 
@@ -74,21 +74,21 @@ async def test_a_call_that_fails_outside_its_own_handling_is_logged_and_the_othe
     assert "a bug" in caplog.text
 
 
-async def test_a_call_that_cancels_its_own_scope_ends_quietly_and_the_others_go_on(
+async def test_a_call_its_agent_cancels_ends_quietly_and_the_others_go_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # The agent's notifications/cancelled cuts one call short through the scope the call was given: that call ends
+    # The agent's notifications/cancelled cuts one call short through what the call was given: that call ends
     # there, its shielded record written, with nothing logged as a failure, and the session's other calls carry on.
     log: list[str] = []
     started = anyio.Event()
-    running: dict[str, anyio.CancelScope] = {}
+    running: dict[str, Cut] = {}
 
-    async def cancelled_by_its_agent(scope: anyio.CancelScope) -> None:
-        running["a"] = scope
-        await call(log, "a", started)(scope)
+    async def cancelled_by_its_agent(cut: Cut) -> None:
+        running["a"] = cut
+        await call(log, "a", started)(cut)
         log.append("a answered")  # never: the call was cut short
 
-    async def other(scope: anyio.CancelScope) -> None:
+    async def other(cut: Cut) -> None:
         await started.wait()
         running["a"].cancel()
         await anyio.sleep(0.02)
@@ -99,3 +99,41 @@ async def test_a_call_that_cancels_its_own_scope_ends_quietly_and_the_others_go_
         calls.start(other)
     assert log == ["a recorded", "b answered"]
     assert "failed outside its own handling" not in caplog.text
+
+
+async def test_a_call_cut_short_again_while_it_writes_its_record_still_writes_it() -> None:
+    # The agent cancels, then its input ends: the second cut must not break into the shielded write the first began.
+    log: list[str] = []
+    started, writing = anyio.Event(), anyio.Event()
+    handed: list[Cut] = []
+
+    async def cancelled_twice(cut: Cut) -> None:
+        handed.append(cut)
+        try:
+            started.set()
+            await anyio.sleep(5)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                writing.set()
+                await anyio.sleep(0.01)
+                log.append("a recorded")
+            raise
+
+    async with _Calls() as calls:
+        calls.start(cancelled_twice)
+        await started.wait()
+        handed[0].cancel()
+        await writing.wait()
+        handed[0].cancel()
+        calls.cancel()
+    assert log == ["a recorded"]
+
+
+async def test_a_call_cut_short_before_its_task_starts_runs_to_its_first_wait_and_is_cut_there() -> None:
+    # The agent's input ends in the same read as its request: the call is cut before it ran, and must still reach
+    # the gateway, which records it as cancelled.
+    log: list[str] = []
+    async with _Calls() as calls:
+        calls.start(call(log, "a"))
+        calls.cancel()
+    assert log == ["a recorded"]
