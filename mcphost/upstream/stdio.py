@@ -53,6 +53,8 @@ _WRITER_FLUSH = 0.5
 _STDERR_DRAIN = 0.5
 _EXIT_POLL = 0.01
 _CHUNK = 256 * 1024
+# The stream's buffer limit, as asyncio.create_subprocess_exec sets it.
+_LIMIT = 2**16
 # Bytes of an oversized line kept at each end: enough for its JSON-RPC envelope.
 _ENDS = 512
 
@@ -91,6 +93,11 @@ class LineReader:
         self._head = b""
         self._tail = b""
         self._over = False
+
+    @property
+    def empty(self) -> bool:
+        """Whether no part of a line is held, waiting for its end."""
+        return self._size == 0
 
     def feed(self, chunk: bytes) -> list[bytes | MessageTooLarge]:
         out: list[bytes | MessageTooLarge] = []
@@ -296,6 +303,32 @@ class RawLane:
                 answer.set_exception(LaneClosed(reason))
 
 
+class _Reading:
+    """Where the reader of a server's stdout is: the bytes it took from its stream, and whether it is at work on
+    them (then a line that arrives now waits its turn behind the lines it holds)."""
+
+    __slots__ = ("busy", "taken")
+
+    def __init__(self) -> None:
+        self.busy = True
+        self.taken = 0
+
+
+class _TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a subprocess's pipes, with a tap on stdout that may take a chunk before it reaches
+    the stream the reader reads; `fed` counts what reached it."""
+
+    tap: Callable[[bytes], bool] | None = None
+    fed = 0
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == 1 and isinstance(data, bytes):
+            if self.tap is not None and self.tap(data):
+                return
+            self.fed += len(data)
+        super().pipe_data_received(fd, data)
+
+
 @asynccontextmanager
 async def stdio_transport(
     name: str,
@@ -308,7 +341,10 @@ async def stdio_transport(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Spawn the server and yield the (read, write) streams of `SessionMessage` the SDK's Client speaks over;
     `on_lane` gets the raw lane beside them."""
-    process = await asyncio.create_subprocess_exec(
+    loop = asyncio.get_running_loop()
+    # What asyncio.create_subprocess_exec does, with a protocol that can take a lane's answer as it arrives.
+    pipes, tapped = await loop.subprocess_exec(
+        lambda: _TappedProtocol(limit=_LIMIT, loop=loop),
         command,
         *args,
         stdin=subprocess.PIPE,
@@ -319,6 +355,7 @@ async def stdio_transport(
         start_new_session=True,
         preexec_fn=_die_with_parent(),
     )
+    process = asyncio.subprocess.Process(pipes, tapped, loop)
     # From here on, no await before the try: a cancellation in between would leak the live process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -330,12 +367,34 @@ async def stdio_transport(
     if on_lane is not None:
         on_lane(lane)
 
+    lines = LineReader(max_message_bytes)
+    reading = _Reading()
+
+    def tap(chunk: bytes) -> bool:
+        """Take `chunk` here if it is one whole line that answers a lane request and the reader below, waiting,
+        would take it next: the call resumes a loop turn sooner than by way of the reader."""
+        if (
+            reading.busy
+            or tapped.fed != reading.taken
+            or not lines.empty
+            or chunk.find(b"\n") != len(chunk) - 1
+            or len(chunk) > max_message_bytes
+        ):
+            return False
+        return lane.take(chunk[:-1])
+
+    tapped.tap = tap
+
     async def read_stdout() -> None:
-        lines = LineReader(max_message_bytes)
         delivering = True
         try:
             async with read_writer:
-                while chunk := await stdout.read(_CHUNK):
+                while True:
+                    reading.busy = False
+                    chunk = await stdout.read(_CHUNK)
+                    reading.busy, reading.taken = True, reading.taken + len(chunk)
+                    if not chunk:
+                        break
                     for line in lines.feed(chunk):
                         if isinstance(line, MessageTooLarge):
                             if lane.take_oversized(line):
@@ -352,6 +411,7 @@ async def stdio_transport(
                             # close.
                             delivering = False
         finally:
+            reading.busy = True  # nothing is taken past the end of the reading
             lane.close("the server closed its output")
 
     async def write_stdin() -> None:

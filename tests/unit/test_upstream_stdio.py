@@ -1,12 +1,22 @@
-"""Reading an upstream's stdout: JSON-RPC lines, and lines over the limit counted without being kept."""
+"""Reading an upstream's stdout: JSON-RPC lines, lines over the limit counted without being kept, and the lane's
+answers taken as they arrive."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.lowlevel
 import mcp_types as types
+import pytest
 from mcp.shared.message import SessionMessage
 
+from mcphost.upstream import stdio
 from mcphost.upstream.guard import MessageTooLarge
-from mcphost.upstream.stdio import LineReader, parse_line
+from mcphost.upstream.stdio import LineReader, RawLane, parse_line
 
 
 def test_lines_are_split_across_chunks_and_blank_ones_skipped() -> None:
@@ -38,3 +48,85 @@ def test_a_line_that_is_not_json_rpc_becomes_an_error_item() -> None:
     assert isinstance(parse_line(b"not json"), Exception)
     parsed = parse_line(b'{"jsonrpc":"2.0","id":1,"result":{}}')
     assert isinstance(parsed, SessionMessage) and isinstance(parsed.message, types.JSONRPCResponse)
+
+
+# ---- the lane's answers, taken as they arrive
+
+# A server that answers each tools/call the way its tool's name says: at once; after a notification of its own;
+# or in two writes, the line split in the middle.
+_SERVER = r"""
+import json, sys, time
+for raw in sys.stdin:
+    request = json.loads(raw)
+    answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"content": [], "isError": False}}) + "\n"
+    how = request["params"]["name"]
+    if how == "after_a_notice":
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                     "params": {"level": "info", "data": "first"}}) + "\n")
+        sys.stdout.flush()
+        time.sleep(0.05)
+    elif how == "split":
+        sys.stdout.write(answer[:20])
+        sys.stdout.flush()
+        time.sleep(0.05)
+        answer = answer[20:]
+    sys.stdout.write(answer)
+    sys.stdout.flush()
+"""
+
+
+@asynccontextmanager
+async def _server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[RawLane, Any, list[bytes]]]:
+    """The lane and the session's read stream of a running `_SERVER`, and every chunk its stdout reader read."""
+    read: list[bytes] = []
+
+    class Watched(stdio.LineReader):
+        def feed(self, chunk: bytes) -> list[bytes | MessageTooLarge]:
+            read.append(chunk)
+            return super().feed(chunk)
+
+    monkeypatch.setattr(stdio, "LineReader", Watched)
+    lanes: list[RawLane] = []
+    async with stdio.stdio_transport("t", sys.executable, ["-c", _SERVER], {}, None, 1 << 20, lanes.append) as (
+        from_server,
+        _,
+    ):
+        yield lanes[0], from_server, read
+
+
+async def test_a_lane_answer_arriving_whole_while_the_reader_waits_never_reaches_the_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with _server(monkeypatch) as (lane, _, read):
+        for n in range(3):
+            answer = await lane.request("tools/call", {"name": "at_once"}, within=10)
+            assert answer["id"] == f"{stdio.RAW_ID_PREFIX}{n}" and answer["result"]["isError"] is False
+    assert read == []
+
+
+async def test_a_lane_answer_split_across_writes_is_joined_by_the_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with _server(monkeypatch) as (lane, _, read):
+        answer = await lane.request("tools/call", {"name": "split"}, within=10)
+    assert answer["result"] == {"content": [], "isError": False}
+    assert len(read) == 2
+
+
+async def test_a_lane_answer_waits_behind_a_line_the_session_has_not_taken_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The server's notice came first: its answer must not overtake it while the reader still holds the notice.
+    async with _server(monkeypatch) as (lane, from_server, read), anyio.create_task_group() as tg:
+        answers: list[Any] = []
+
+        async def call() -> None:
+            answers.append(await lane.request("tools/call", {"name": "after_a_notice"}, within=10))
+
+        tg.start_soon(call)
+        with anyio.move_on_after(0.5):
+            while not answers:
+                await anyio.lowlevel.checkpoint()
+        assert answers == []  # the reader holds the notice, so the answer is behind it
+        notice = await from_server.receive()
+        assert notice.message.method == "notifications/message"
+    assert answers[0]["result"]["isError"] is False
+    assert len(read) == 2  # the notice, then the answer: both through the reader
