@@ -347,10 +347,15 @@ class DirectCalls:
         key = id_key(request_id)
         if key in self._running:
             return False
+        # Taken now, started on a later turn: the agent's cancellation may come in between (the same read), and
+        # must wait for the call rather than find nothing to cut.
+        early = self._running[key] = _EarlyCut()
 
         async def run(cut: Cut) -> None:
             # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
             self._running[key] = cut
+            if early.cut:
+                cut.cancel()
             try:
                 result = await call_result(self._gateway, name, arguments, self._context())
             finally:
@@ -369,6 +374,18 @@ class DirectCalls:
 
     async def _ask(self, message: str, schema: dict[str, Any]) -> bool:
         return await ask_client(self._asked, self._ask_ids, message, schema, lambda m: self._send(dump_line(m)))
+
+
+class _EarlyCut:
+    """A call taken whose task has not started: a cancellation meanwhile is kept for it."""
+
+    __slots__ = ("cut",)
+
+    def __init__(self) -> None:
+        self.cut = False
+
+    def cancel(self) -> None:
+        self.cut = True
 
 
 _MODERN_META = PROTOCOL_VERSION_META_KEY

@@ -82,6 +82,25 @@ async def test_a_call_cancelled_by_the_agent_gets_no_answer_and_is_recorded_as_c
     gate.touch()
 
 
+async def test_a_call_cancelled_in_the_same_write_as_its_request_is_still_cancelled(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # The cancellation reaches mcphost before the call's task has started: it must wait for the call, not be lost.
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    slow = slow_read(started, gate)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow-1"}}
+    async with raw_agent(sandbox, "--in-process") as raw:
+        await raw.initialize()
+        await raw.send_line(call_line("slow-1", "call_tool_read", slow) + "\n" + json.dumps(cancel))
+        [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
+        assert record["status"] == "cancelled" and record["tool"] == "slow"
+        await raw.send_line(call_line(2, "call_tool_read", READ))
+        answer = await raw.receive()
+        assert answer["id"] == 2  # the cancelled call is never answered
+    gate.touch()
+
+
 async def test_the_client_name_and_progress_meta_reach_the_record(sandbox: Sandbox) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     async with raw_agent(sandbox, "--in-process") as raw:
