@@ -29,7 +29,7 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
-from mcphost.serve.stdio import CallCut, Cut, Job, Outbox, Send, dump_line, id_key, valid_id
+from mcphost.serve.stdio import CallCut, Outbox, Send, dump_line, id_key, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -310,7 +310,7 @@ class DirectCalls:
         self._opened = False
         self._client: str | None = None
         self._elicits = False
-        self._running: dict[str, Cut] = {}
+        self._running: dict[str, CallCut] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ask_ids = itertools.count()
 
@@ -318,7 +318,7 @@ class DirectCalls:
     def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Outbox], DirectCalls]:
         return lambda out: cls(gateway, session_id, out.put)
 
-    def take(self, message: dict[str, Any], line: bytes) -> Job | bool:
+    def take(self, message: dict[str, Any], line: bytes) -> CallCut | bool:
         method = message.get("method")
         if method == "tools/call":
             return self._call(message)
@@ -339,7 +339,7 @@ class DirectCalls:
                     cut.cancel()
         return False
 
-    def _call(self, message: dict[str, Any]) -> Job | bool:
+    def _call(self, message: dict[str, Any]) -> CallCut | bool:
         call = shortcut_call(message) if self._opened else None
         if call is None:
             return False
@@ -347,22 +347,18 @@ class DirectCalls:
         key = id_key(request_id)
         if key in self._running:
             return False
-        # Taken now, started on a later turn: the agent's cancellation may come in between (the same read), and
-        # must wait for the call rather than find nothing to cut.
-        early = self._running[key] = _EarlyCut()
 
-        async def run(cut: Cut) -> None:
+        async def run(cut: CallCut) -> None:
             # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
-            self._running[key] = cut
-            if early.cut:
-                cut.cancel()
             try:
                 result = await call_result(self._gateway, name, arguments, self._context())
             finally:
                 self._running.pop(key, None)
             await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}), answers=request_id)
 
-        return run
+        # Known from now, started on a later turn: the agent's cancellation may come in between (the same read).
+        taken = self._running[key] = CallCut(run)
+        return taken
 
     def _context(self) -> CallContext:
         return CallContext(
@@ -374,18 +370,6 @@ class DirectCalls:
 
     async def _ask(self, message: str, schema: dict[str, Any]) -> bool:
         return await ask_client(self._asked, self._ask_ids, message, schema, lambda m: self._send(dump_line(m)))
-
-
-class _EarlyCut:
-    """A call taken whose task has not started: a cancellation meanwhile is kept for it."""
-
-    __slots__ = ("cut",)
-
-    def __init__(self) -> None:
-        self.cut = False
-
-    def cancel(self) -> None:
-        self.cut = True
 
 
 _MODERN_META = PROTOCOL_VERSION_META_KEY

@@ -89,21 +89,16 @@ class Outbox:
 class Shortcut(Protocol):
     """Takes some messages of a session before the SDK session sees them."""
 
-    def take(self, message: dict[str, Any], line: bytes) -> Job | bool:
-        """A job that answers the message, True for a message consumed with nothing to run, False for one the SDK
-        session gets. `line` is the message as it was read."""
-        ...
-
-
-class Cut(Protocol):
-    def cancel(self) -> None:
-        """Cut the call short; once is what counts."""
+    def take(self, message: dict[str, Any], line: bytes) -> CallCut | bool:
+        """A call that answers the message (its job, and what cuts it short from the moment it is taken), True for
+        a message consumed with nothing to run, False for one the SDK session gets. `line` is the message as it was
+        read."""
         ...
 
 
 # Run as a task of the session, given what cuts it short: the session does at its end, and the job may too (the
 # agent cancelling its request).
-Job = Callable[[Cut], Coroutine[Any, Any, None]]
+Job = Callable[["CallCut"], Coroutine[Any, Any, None]]
 ShortcutFactory = Callable[[Outbox], Shortcut]
 
 
@@ -369,9 +364,8 @@ class _Calls:
     def __init__(self) -> None:
         self._running: dict[asyncio.Task[None], CallCut] = {}
 
-    def start(self, job: Job) -> None:
-        call = CallCut()
-        task = call.task = asyncio.get_running_loop().create_task(call.run(job))
+    def start(self, call: CallCut) -> None:
+        task = call.task = asyncio.get_running_loop().create_task(call.run())
         self._running[task] = call
         task.add_done_callback(self._finished)
 
@@ -408,12 +402,14 @@ class _Calls:
 class CallCut:
     """One call's task, cut short at most once. Once, because asyncio's cancellation, unlike anyio's, is not held
     off by a shield: a second one would break into the shielded write of the record of a call the first one ended.
-    Cut before its task has started, it is cut as it starts, at its first wait: the gateway records it as cancelled,
+    Made with the call's job when the call is taken; cut before its task has started (the agent's cancellation in
+    the same read as its request), it is cut as it starts, at its first wait: the gateway records it as cancelled,
     as it does any call cut short."""
 
-    __slots__ = ("cut", "started", "task")
+    __slots__ = ("cut", "job", "started", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, job: Job | None = None) -> None:
+        self.job = job
         self.task: asyncio.Task[Any] | None = None
         self.started = False
         self.cut = False
@@ -432,11 +428,12 @@ class CallCut:
         if self.started and self.task is not None:
             self.task.cancel()
 
-    async def run(self, job: Job) -> None:
+    async def run(self) -> None:
         self.started = True
         if self.cut and self.task is not None:
             self.task.cancel()
-        await job(self)
+        if self.job is not None:
+            await self.job(self)
 
 
 async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:

@@ -138,7 +138,8 @@ class ToolResult:
         """`data` as a tool's answer; raises ValidationError where it is none."""
         if _plain_text_result(data):
             return cls(data)
-        return cls(data if isinstance(data, dict) else {}, _CheckedResult.model_validate(data))
+        model = _CheckedResult.model_validate(data)  # raises for anything not an object
+        return cls(data, model)
 
     @property
     def model(self) -> types.CallToolResult:

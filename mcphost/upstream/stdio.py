@@ -303,23 +303,15 @@ class RawLane:
                 answer.set_exception(LaneClosed(reason))
 
 
-class _Reading:
-    """Where the reader of a server's stdout is: the bytes it took from its stream, and whether it is at work on
-    them (then a line that arrives now waits its turn behind the lines it holds)."""
-
-    __slots__ = ("busy", "taken")
-
-    def __init__(self) -> None:
-        self.busy = True
-        self.taken = 0
-
-
 class _TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's protocol for a subprocess's pipes, with a tap on stdout that may take a chunk before it reaches
-    the stream the reader reads; `fed` counts what reached it."""
+    the stream the reader reads. `fed` counts the bytes that reached the stream, `taken` those its reader took;
+    `busy`: the reader is at work on what it took (then a line that arrives now waits its turn behind those)."""
 
     tap: Callable[[bytes], bool] | None = None
     fed = 0
+    taken = 0
+    busy = True
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         if fd == 1 and isinstance(data, bytes):
@@ -368,14 +360,13 @@ async def stdio_transport(
         on_lane(lane)
 
     lines = LineReader(max_message_bytes)
-    reading = _Reading()
 
     def tap(chunk: bytes) -> bool:
         """Take `chunk` here if it is one whole line that answers a lane request and the reader below, waiting,
         would take it next: the call resumes a loop turn sooner than by way of the reader."""
         if (
-            reading.busy
-            or tapped.fed != reading.taken
+            tapped.busy
+            or tapped.fed != tapped.taken
             or not lines.empty
             or chunk.find(b"\n") != len(chunk) - 1
             or len(chunk) > max_message_bytes
@@ -390,9 +381,9 @@ async def stdio_transport(
         try:
             async with read_writer:
                 while True:
-                    reading.busy = False
+                    tapped.busy = False
                     chunk = await stdout.read(_CHUNK)
-                    reading.busy, reading.taken = True, reading.taken + len(chunk)
+                    tapped.busy, tapped.taken = True, tapped.taken + len(chunk)
                     if not chunk:
                         break
                     for line in lines.feed(chunk):
@@ -411,7 +402,7 @@ async def stdio_transport(
                             # close.
                             delivering = False
         finally:
-            reading.busy = True  # nothing is taken past the end of the reading
+            tapped.busy = True  # nothing is taken past the end of the reading
             lane.close("the server closed its output")
 
     async def write_stdin() -> None:

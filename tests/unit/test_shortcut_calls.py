@@ -6,11 +6,11 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mcphost.serve.stdio import Cut, Job, _Calls
+from mcphost.serve.stdio import CallCut, Job, _Calls
 
 
 def call(log: list[str], name: str, started: anyio.Event | None = None) -> Job:
-    async def job(cut: Cut) -> None:
+    async def job(cut: CallCut) -> None:
         try:
             if started is not None:
                 started.set()
@@ -28,8 +28,8 @@ async def test_calls_cut_short_finish_their_shielded_record_before_the_session_e
     log: list[str] = []
     started = anyio.Event()
     async with _Calls() as calls:
-        calls.start(call(log, "a", started))
-        calls.start(call(log, "b"))
+        calls.start(CallCut(call(log, "a", started)))
+        calls.start(CallCut(call(log, "b")))
         await started.wait()
         calls.cancel()
     assert sorted(log) == ["a recorded", "b recorded"]
@@ -43,7 +43,7 @@ async def test_a_session_cancelled_while_waiting_for_its_calls_cuts_them_short_a
 
             async def session() -> None:
                 async with _Calls() as calls:
-                    calls.start(call(log, "a", started))
+                    calls.start(CallCut(call(log, "a", started)))
                     await started.wait()
                 log.append("session left")  # never: the cancellation goes on once the calls ended
 
@@ -60,16 +60,16 @@ async def test_a_call_that_fails_outside_its_own_handling_is_logged_and_the_othe
 ) -> None:
     done: list[str] = []
 
-    async def broken(cut: Cut) -> None:
+    async def broken(cut: CallCut) -> None:
         raise RuntimeError("a bug")
 
-    async def fine(cut: Cut) -> None:
+    async def fine(cut: CallCut) -> None:
         await anyio.sleep(0.01)
         done.append("fine")
 
     async with _Calls() as calls:
-        calls.start(broken)
-        calls.start(fine)
+        calls.start(CallCut(broken))
+        calls.start(CallCut(fine))
     assert done == ["fine"]
     assert "a bug" in caplog.text
 
@@ -81,22 +81,22 @@ async def test_a_call_its_agent_cancels_ends_quietly_and_the_others_go_on(
     # there, its shielded record written, with nothing logged as a failure, and the session's other calls carry on.
     log: list[str] = []
     started = anyio.Event()
-    running: dict[str, Cut] = {}
+    running: dict[str, CallCut] = {}
 
-    async def cancelled_by_its_agent(cut: Cut) -> None:
+    async def cancelled_by_its_agent(cut: CallCut) -> None:
         running["a"] = cut
         await call(log, "a", started)(cut)
         log.append("a answered")  # never: the call was cut short
 
-    async def other(cut: Cut) -> None:
+    async def other(cut: CallCut) -> None:
         await started.wait()
         running["a"].cancel()
         await anyio.sleep(0.02)
         log.append("b answered")
 
     async with _Calls() as calls:
-        calls.start(cancelled_by_its_agent)
-        calls.start(other)
+        calls.start(CallCut(cancelled_by_its_agent))
+        calls.start(CallCut(other))
     assert log == ["a recorded", "b answered"]
     assert "failed outside its own handling" not in caplog.text
 
@@ -105,9 +105,9 @@ async def test_a_call_cut_short_again_while_it_writes_its_record_still_writes_it
     # The agent cancels, then its input ends: the second cut must not break into the shielded write the first began.
     log: list[str] = []
     started, writing = anyio.Event(), anyio.Event()
-    handed: list[Cut] = []
+    handed: list[CallCut] = []
 
-    async def cancelled_twice(cut: Cut) -> None:
+    async def cancelled_twice(cut: CallCut) -> None:
         handed.append(cut)
         try:
             started.set()
@@ -120,7 +120,7 @@ async def test_a_call_cut_short_again_while_it_writes_its_record_still_writes_it
             raise
 
     async with _Calls() as calls:
-        calls.start(cancelled_twice)
+        calls.start(CallCut(cancelled_twice))
         await started.wait()
         handed[0].cancel()
         await writing.wait()
@@ -134,6 +134,6 @@ async def test_a_call_cut_short_before_its_task_starts_runs_to_its_first_wait_an
     # the gateway, which records it as cancelled.
     log: list[str] = []
     async with _Calls() as calls:
-        calls.start(call(log, "a"))
+        calls.start(CallCut(call(log, "a")))
         calls.cancel()
     assert log == ["a recorded"]
