@@ -6,6 +6,7 @@ functions of `mcphost.intent` and `mcphost.policy`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import orjson
 
@@ -80,6 +82,12 @@ class CallOutcome:
     def data(self) -> dict[str, Any] | None:
         """The upstream's answer, JSON-ready, as it sent it."""
         return self.answer.data if self.answer is not None else None
+
+
+def _cut_short() -> bool:
+    """Whether the running task has a cancellation on its way (asyncio's count of requests not yet withdrawn)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _recorded_intent(raw: Any) -> dict[str, str] | None:
@@ -259,6 +267,10 @@ class Gateway:
                 raise authorization.error
             if variant is not ToolVariant.READ:
                 await self._record_start(loaded, record, outcome)
+            if _cut_short():
+                # A call the agent cut short before it ever waited (its cancellation in the same read as its
+                # request) would otherwise be cut only at its first wait, the upstream's answer: after it ran.
+                await anyio.lowlevel.checkpoint()
             progress.forwarded = True
             answered = await self._forward(upstream, tool, args)
             outcome.answer = answered

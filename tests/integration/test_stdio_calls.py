@@ -85,19 +85,25 @@ async def test_a_call_cancelled_by_the_agent_gets_no_answer_and_is_recorded_as_c
 async def test_a_call_cancelled_in_the_same_write_as_its_request_is_still_cancelled(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    # The cancellation reaches mcphost before the call's task has started: it must wait for the call, not be lost.
+    # The cancellation reaches mcphost before the call's task has started: it must wait for the call, not be lost,
+    # and it lands before the call is forwarded.
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
     slow = slow_read(started, gate)
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow-1"}}
     async with raw_agent(sandbox, "--in-process") as raw:
         await raw.initialize()
+        # A call first, so that the upstream is up and the slow call's first wait would be its answer.
+        await raw.send_line(call_line(1, "call_tool_read", READ))
+        assert (await raw.receive())["id"] == 1
         await raw.send_line(call_line("slow-1", "call_tool_read", slow) + "\n" + json.dumps(cancel))
-        [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
+        [record] = await poll(lambda: sandbox.tool_calls()[1:], "the cancelled call's record")
         assert record["status"] == "cancelled" and record["tool"] == "slow"
         await raw.send_line(call_line(2, "call_tool_read", READ))
         answer = await raw.receive()
         assert answer["id"] == 2  # the cancelled call is never answered
+    # Cut before it was forwarded, it never reached the upstream.
+    assert record["forwarded"] is False and not started.exists()
     gate.touch()
 
 
