@@ -28,7 +28,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -305,8 +305,9 @@ class RawLane:
 
 class _TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's protocol for a subprocess's pipes, with a tap on stdout that may take a chunk before it reaches
-    the stream the reader reads. `fed` counts the bytes that reached the stream, `taken` those its reader took;
-    `busy`: the reader is at work on what it took (then a line that arrives now waits its turn behind those)."""
+    the stream the reader reads (`_StdoutPipe` offers it). `fed` counts the bytes that reached the stream, `taken`
+    those its reader took; `busy`: the reader is at work on what it took (then a line that arrives now waits its
+    turn behind those)."""
 
     tap: Callable[[bytes], bool] | None = None
     fed = 0
@@ -314,11 +315,40 @@ class _TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     busy = True
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if fd == 1 and isinstance(data, bytes):
-            if self.tap is not None and self.tap(data):
-                return
+        # What came before the stdout pipe had `_StdoutPipe` in front of it, and any other pipe's output.
+        if fd == 1:
             self.fed += len(data)
         super().pipe_data_received(fd, data)
+
+
+class _StdoutPipe(asyncio.Protocol):
+    """In front of asyncio's own protocol on the server's stdout pipe. A chunk goes to the tap, else straight into
+    the stream: asyncio hands a subprocess's output over a loop turn later (`call_soon`), the turn an answer used
+    to wait for. Everything else (the end of the output) still goes asyncio's way, after every chunk."""
+
+    def __init__(self, streams: _TappedProtocol, inner: asyncio.Protocol) -> None:
+        self.streams = streams
+        self.inner = inner
+
+    def data_received(self, data: bytes) -> None:
+        streams = self.streams
+        if streams.tap is not None and streams.tap(data):
+            return
+        streams.fed += len(data)
+        assert streams.stdout is not None
+        streams.stdout.feed_data(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
 @asynccontextmanager
@@ -348,6 +378,10 @@ async def stdio_transport(
         preexec_fn=_die_with_parent(),
     )
     process = asyncio.subprocess.Process(pipes, tapped, loop)
+    # From now on; what the server wrote before went asyncio's way, and `_TappedProtocol` counted it.
+    stdout_pipe = pipes.get_pipe_transport(1)
+    assert stdout_pipe is not None
+    stdout_pipe.set_protocol(_StdoutPipe(tapped, cast(asyncio.Protocol, stdout_pipe.get_protocol())))
     # From here on, no await before the try: a cancellation in between would leak the live process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)

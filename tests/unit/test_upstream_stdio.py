@@ -130,3 +130,17 @@ async def test_a_lane_answer_waits_behind_a_line_the_session_has_not_taken_yet(
         assert notice.message.method == "notifications/message"
     assert answers[0]["result"]["isError"] is False
     assert len(read) == 2  # the notice, then the answer: both through the reader
+    # The reader has taken all it was given, so the next answer arriving whole is taken as it arrives again.
+    async with _server(monkeypatch) as (lane, from_server, read), anyio.create_task_group() as tg:
+        first = anyio.Event()
+
+        async def call_after_a_notice() -> None:
+            await lane.request("tools/call", {"name": "after_a_notice"}, within=10)
+            first.set()
+
+        tg.start_soon(call_after_a_notice)
+        assert (await from_server.receive()).message.method == "notifications/message"
+        await first.wait()
+        answer = await lane.request("tools/call", {"name": "at_once"}, within=10)
+    assert b"notifications/message" in read[0]
+    assert not any(answer["id"].encode() in chunk for chunk in read)
