@@ -60,13 +60,59 @@ def claim_stdio() -> tuple[int, int]:
     return proto_in, proto_out
 
 
+class TappedReader(asyncio.StreamReader):
+    """A StreamReader whose owner may take a line as it arrives (`tap`) rather than from `readuntil`: only a chunk
+    that is one whole line, while a `readuntil` waits with nothing held, so the line is the one it would return
+    next (what `readuntil` and `readexactly` take is counted against what was fed: read any other way, it is tapped
+    no more). Whoever waited on it then starts a loop turn sooner. A line the tap declines is fed as usual, and
+    `declined` says so until the next line is read, so that its reader does not offer it a second time."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit=limit)
+        self.tap: Callable[[bytes], bool] | None = None
+        self.declined = False
+        self._max = limit
+        self._fed = 0
+        self._taken = 0
+        self._waiting = False
+
+    def feed_data(self, data: bytes) -> None:  # type: ignore[override]  # transports feed bytes
+        tap = self.tap
+        if (
+            tap is not None
+            and self._waiting
+            and self._fed == self._taken
+            and data.find(b"\n") == len(data) - 1
+            and len(data) <= self._max
+        ):
+            if tap(data):
+                return
+            self.declined = True
+        self._fed += len(data)
+        super().feed_data(data)
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes:  # type: ignore[override]  # one separator
+        self._waiting, self.declined = True, False
+        try:
+            data = await super().readuntil(separator)
+        finally:
+            self._waiting = False
+        self._taken += len(data)
+        return data
+
+    async def readexactly(self, n: int) -> bytes:
+        data = await super().readexactly(n)
+        self._taken += len(data)
+        return data
+
+
 @asynccontextmanager
 async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
     """asyncio streams over two pipe (or socket, or tty) fds, without threads; both closed on exit."""
     loop = asyncio.get_running_loop()
     in_file = os.fdopen(in_fd, "rb", buffering=0)
     out_file = os.fdopen(out_fd, "wb", buffering=0)
-    reader = asyncio.StreamReader(limit=MAX_LINE)
+    reader = TappedReader(limit=MAX_LINE)
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
     write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)

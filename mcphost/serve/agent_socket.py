@@ -23,7 +23,7 @@ import anyio
 
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
-from mcphost.pipes import MAX_LINE, Peeker, owner_only_fd_socket
+from mcphost.pipes import MAX_LINE, Peeker, TappedReader, owner_only_fd_socket
 from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, HandedOut, Ledger, StdinPump
 from mcphost.serve.mcp_server import DirectCalls, build_server
 from mcphost.serve.stdio import dump_line, session_streams
@@ -133,7 +133,7 @@ class _HandedIn:
     async def serve(self, server: Any, shortcut: Any, out: HandedOut, relay: asyncio.StreamReader) -> bool:
         """Serve the agent until it closes its input and has every answer (True), or until the relay goes (False)."""
         assert self.peeker is not None
-        agent = asyncio.StreamReader(limit=MAX_LINE)
+        agent = TappedReader(limit=MAX_LINE)
         pumping = asyncio.ensure_future(StdinPump(self.peeker, self.ledger, agent).run())
         agent_done = False
         try:

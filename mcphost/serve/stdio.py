@@ -38,7 +38,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from mcphost.pipes import MAX_LINE, claim_stdio, is_pipe_or_socket, pipe_streams
+from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, is_pipe_or_socket, pipe_streams
 
 logger = logging.getLogger(__name__)
 
@@ -291,34 +291,57 @@ async def session_streams(
         # The shortcut's calls end (cut short, or answered with `answer_after_eof`) before `to_server` closes: the
         # session's end.
         calls = _Calls()
+
+        def offer(line: bytes) -> bool:
+            """Whether `line` is done with here: blank, or taken by the shortcut (its call started)."""
+            if not line.strip():
+                return True
+            if taker is None or (message := shortcut_message(line)) is None:
+                return False
+            taken = taker.take(message, line)
+            if taken is False:
+                return False
+            if taken is not True:
+                calls.start(taken)
+            return True
+
+        tapped = reader if isinstance(reader, TappedReader) else None
         async with to_server, calls:
-            while True:
-                read = await _read_line(reader)
-                if read is None:
-                    break
-                line, too_long = read
-                if not line.strip():
-                    continue
-                if taker is not None and not too_long and (message := shortcut_message(line)) is not None:
-                    taken = taker.take(message, line)
-                    if taken is True:
+            if tapped is not None:
+                # A line that arrives while the loop below waits for it is offered as it arrives.
+                tapped.tap = offer
+            try:
+                while True:
+                    read = await _read_line(reader)
+                    if read is None:
+                        break
+                    line, too_long = read
+                    if tapped is not None and tapped.declined:
+                        pass  # offered as it arrived, and not taken
+                    elif too_long:
+                        pass  # the shortcut takes no line it cannot read whole
+                    elif offer(line):
                         continue
-                    if taken is not False:
-                        calls.start(taken)
-                        continue
-                if unread is not None and unread(line, too_long):
-                    continue
-                parsed = parse_line(line, too_long)
-                if isinstance(parsed, SessionMessage):
-                    if unanswered is not None:
-                        unanswered.read(parsed.message)
-                    await to_server.send(parsed)
-                elif parsed is not None:
-                    await outbox.put(parsed, answers=rejected_id(parsed), ok=False)
+                    await _unshortcut(line, too_long)
+            finally:
+                if tapped is not None:
+                    tapped.tap = None
             if unanswered is None:
                 calls.cancel()
             else:
                 await unanswered.wait()
+
+    async def _unshortcut(line: bytes, too_long: bool) -> None:
+        """A line the shortcut did not take: the relay's, the SDK session's, or answered here as unreadable."""
+        if unread is not None and unread(line, too_long):
+            return
+        parsed = parse_line(line, too_long)
+        if isinstance(parsed, SessionMessage):
+            if unanswered is not None:
+                unanswered.read(parsed.message)
+            await to_server.send(parsed)
+        elif parsed is not None:
+            await outbox.put(parsed, answers=rejected_id(parsed), ok=False)
 
     async def stdout_writer() -> None:
         try:
