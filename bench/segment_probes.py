@@ -73,6 +73,7 @@ def after_await(owner: Any, attr: str, name: str) -> None:
 
 
 def install() -> None:
+    from mcphost import pipes
     from mcphost.activity.writer import ActivityLog
     from mcphost.approval.approvals import Approvals
     from mcphost.gateway import service
@@ -80,8 +81,10 @@ def install() -> None:
     from mcphost.serve import http_app, relay, stdio
     from mcphost.upstream.stdio import RawLane
 
-    # The agent's line in hand: over stdio (and on the daemon's relay socket), or as an HTTP request.
+    # The agent's line in hand: over stdio (and on the daemon's relay socket), or as an HTTP request. A session's
+    # stdin reader may hand a line to the shortcut as it arrives, never to be read: it is in hand once fed.
     after_await(stdio, "_read_line", "line")
+    at_entry(pipes.TappedReader, "feed_data", "line")
     # Over HTTP, the request's bytes reach uvicorn ("recv"), which parses them and starts a task for the app
     # ("asgi", the daemon's outermost layer), which passes its checks to the call's shortcut ("line").
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
