@@ -201,6 +201,7 @@ class CallRecord:
     `intent` and `error` are what RecordIntent and ErrorInfo dump to; `decision` stays the approvals' model."""
 
     __slots__ = (
+        "_decided",
         "annotations",
         "arguments",
         "arguments_preview",
@@ -250,6 +251,13 @@ class CallRecord:
         self.client = client
         self.started_id: str | None = None
         self.forwarded: bool | None = None
+        self._decided: tuple[Decision, dict[str, Any]] | None = None  # `decision` and its dump, made by `settle`
+
+    def settle(self) -> None:
+        """Make now the part of the line that is settled before the call is forwarded (the decision's dump), so
+        that the call need not make it once its answer is in."""
+        if self.decision is not None:
+            self._decided = (self.decision, self.decision.model_dump(mode="json", exclude_none=True))
 
     def copy(self) -> CallRecord:
         """Another record of the same call (its start); what the two share is never changed in place."""
@@ -257,6 +265,7 @@ class CallRecord:
         for name in CallRecord.__slots__:
             setattr(twin, name, getattr(self, name))
         twin.warnings = list(self.warnings)
+        twin._decided = None  # each record's line its own dicts
         return twin
 
     def as_dict(self) -> dict[str, Any]:
@@ -264,8 +273,14 @@ class CallRecord:
         out: dict[str, Any] = {"id": self.id, "timestamp": self.timestamp, "type": self.type}
         self._put(out, _CALL_HEAD)
         out["metadata"] = self._put({}, _CALL_METADATA)
-        if self.decision is not None:
-            out["decision"] = self.decision.model_dump(mode="json", exclude_none=True)
+        decision = self.decision
+        if decision is not None:
+            decided = self._decided
+            out["decision"] = (
+                decided[1]
+                if decided is not None and decided[0] is decision
+                else decision.model_dump(mode="json", exclude_none=True)
+            )
         out["warnings"] = self.warnings
         self._put(out, _CALL_TAIL)
         return out

@@ -24,6 +24,7 @@ from mcphost.activity.record import CallRecord, RecordType, Status, new_record_i
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, CallFacts, Elicit, InputRequired
 from mcphost.config import LoadedConfig, effective_annotations
+from mcphost.config.models import LogConfig
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import check_input, parse_args, split_name
 from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
@@ -181,6 +182,7 @@ class Gateway:
         except BaseException:
             # Cancellation is a BaseException: it must not skip the record, and it must go on once it is written.
             self._calls -= 1
+            progress.capture(record, loaded.config.log)
             record.status = Status.CANCELLED.value
             record.forwarded = progress.forwarded
             record.duration_ms = _ms_since(started)
@@ -189,6 +191,7 @@ class Gateway:
                 await self.activity.write(record)
             raise
         self._calls -= 1
+        progress.capture(record, loaded.config.log)
         record.status = outcome.status.value
         record.warnings = list(outcome.warnings)
         record.duration_ms = _ms_since(started)
@@ -224,11 +227,7 @@ class Gateway:
             check_two_keys(variant, intent)
             server, tool = split_name(arguments.get("name"), variant)
             record.server, record.tool = server, tool
-            args = parse_args(arguments, variant)
-            record.request_bytes = _json_size(args)
-            record.arguments, record.arguments_preview = capture_arguments(
-                args, log.arguments_max_bytes, log.redact_keys
-            )
+            args = progress.args = parse_args(arguments, variant)
             upstream, upstream_tool = await self._resolve(loaded, server, tool, variant)
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
@@ -266,13 +265,21 @@ class Gateway:
             if authorization.error is not None:
                 raise authorization.error
             if variant is not ToolVariant.READ:
+                progress.capture(record, log)
                 await self._record_start(loaded, record, outcome)
             if _cut_short():
                 # A call the agent cut short before it ever waited (its cancellation in the same read as its
                 # request) would otherwise be cut only at its first wait, the upstream's answer: after it ran.
                 await anyio.lowlevel.checkpoint()
             progress.forwarded = True
-            answered = await self._forward(upstream, tool, args)
+
+            def meanwhile() -> None:
+                # Work for the record that the answer changes nothing in, done while the upstream works: a read's
+                # arguments captured, the decision's part of the line made.
+                progress.capture(record, log)
+                record.settle()
+
+            answered = await self._forward(upstream, tool, args, meanwhile)
             outcome.answer = answered
             outcome.status = Status.ERROR if answered.is_error else Status.SUCCESS
             answer = answered.data
@@ -404,10 +411,12 @@ class Gateway:
             )
         return current
 
-    async def _forward(self, upstream: UpstreamServer, tool: str, args: dict[str, Any]) -> ToolResult:
+    async def _forward(
+        self, upstream: UpstreamServer, tool: str, args: dict[str, Any], meanwhile: Callable[[], None]
+    ) -> ToolResult:
         server = upstream.name
         try:
-            return await upstream.call_tool(tool, args)
+            return await upstream.call_tool(tool, args, meanwhile)
         except UpstreamUnavailable as exc:
             raise _not_connected(server, exc.reason, f"{server}:{tool}") from None
         except UpstreamResultTooLarge as exc:
@@ -446,6 +455,24 @@ def _suggest(name: str, candidates: list[str]) -> str:
 @dataclass(slots=True)
 class _Progress:
     forwarded: bool = False  # the call was handed to the upstream (so it may have taken effect)
+    args: dict[str, Any] | None = None  # the tool's arguments, once read
+    captured: bool = False
+
+    def capture(self, record: CallRecord, log: LogConfig) -> None:
+        """The arguments as the record keeps them (their size, and their redacted capture or its start), once:
+        before a write or destructive call is on record as started, else while the upstream works, else (a call
+        that ends before it is forwarded) before the record is written."""
+        if self.captured or self.args is None:
+            return
+        self.captured = True
+        try:
+            record.request_bytes = _json_size(self.args)
+            record.arguments, record.arguments_preview = capture_arguments(
+                self.args, log.arguments_max_bytes, log.redact_keys
+            )
+        except Exception as exc:  # a bug must cost the record its arguments, never the call its record
+            logger.exception("the arguments of a call could not be captured")
+            record.arguments, record.arguments_preview = None, f"[not recordable: {type(exc).__name__}]"
 
 
 def _json_size(value: Any) -> int:

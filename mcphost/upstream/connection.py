@@ -532,13 +532,18 @@ class UpstreamServer:
             raise UpstreamUnavailable(self.name, reason)
         return self._client
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], meanwhile: Callable[[], None] | None = None
+    ) -> ToolResult:
+        """`meanwhile` runs once the call is on its way (while the server works on it, where the lane carries it)."""
         client = self.require_client()
         self._in_flight += 1
         lane = self._lane
         try:
             if lane is not None:
-                return await self._call_on_lane(lane, tool, arguments)
+                return await self._call_on_lane(lane, tool, arguments, meanwhile)
+            if meanwhile is not None:
+                meanwhile()
             with anyio.fail_after(self.config.call_timeout):
                 return ToolResult.of(await client.call_tool(tool, arguments))
         except (UpstreamCallFailed, UpstreamUnavailable):
@@ -557,10 +562,15 @@ class UpstreamServer:
             if self._in_flight == 0 and self._idle is not None:
                 self._idle.set()
 
-    async def _call_on_lane(self, lane: RawLane, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    async def _call_on_lane(
+        self, lane: RawLane, tool: str, arguments: dict[str, Any], meanwhile: Callable[[], None] | None
+    ) -> ToolResult:
         try:
             response = await lane.request(
-                "tools/call", {"name": tool, "arguments": arguments}, within=self.config.call_timeout
+                "tools/call",
+                {"name": tool, "arguments": arguments},
+                within=self.config.call_timeout,
+                meanwhile=meanwhile,
             )
         except LaneClosed as exc:
             raise UpstreamCallFailed(self.name, f"the connection closed during the call ({exc})") from None

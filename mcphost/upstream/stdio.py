@@ -225,12 +225,17 @@ class RawLane:
         self.envelope: dict[str, Any] | None = None
 
     async def request(
-        self, method: str, params: dict[str, Any], within: float | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        within: float | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> dict[str, Any] | MessageTooLarge:
         """The server's JSON-RPC response to `method` (a dict with "result" or "error"), or the MessageTooLarge
         that stood in for it. Cancelled, or unanswered `within` that many seconds (LaneTimeout), it tells the server
         (notifications/cancelled) as the SDK does. The time limit is a timer on the answer, not a cancel scope: a
-        call pays for one timer, and waits under a scope only for a server that stops reading its input."""
+        call pays for one timer, and waits under a scope only for a server that stops reading its input.
+        `meanwhile` runs once the request is out, while the server works on it."""
         if self._closed is not None:
             raise LaneClosed(self._closed)
         request_id = f"{RAW_ID_PREFIX}{next(self._ids)}"
@@ -250,6 +255,8 @@ class RawLane:
                     await self._stdin.drain()
             else:
                 await self._stdin.drain()
+            if meanwhile is not None:
+                meanwhile()
             return await answer
         except (ConnectionError, BrokenPipeError) as exc:
             raise LaneClosed(f"the server stopped reading its input ({type(exc).__name__})") from None

@@ -3,7 +3,10 @@ upstream (the probe server in memory) and the activity record each call leaves."
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from mcphost.errors import ErrorCode
 from mcphost.intent import ToolVariant
@@ -130,3 +133,25 @@ async def test_every_call_leaves_exactly_one_record_in_order(in_process: Any) ->
         for name in names:
             await env.call(READ if name == "probe:read_notes" else WRITE, name, args={"text": name})
     assert [f"{r['server']}:{r['tool']}" for r in env.records()] == names
+
+
+@pytest.mark.parametrize(
+    ("variant", "name", "status"),
+    [
+        (READ, "probe:read_notes", "success"),  # captured while the upstream works
+        (READ, "probe:no_such_tool", "rejected"),  # never forwarded: captured before the record is written
+        (READ, "probe:wipe_notes", "rejected"),  # SERVER_MISMATCH
+        (WRITE, "probe:plain_echo", "denied"),  # captured before anyone is asked
+    ],
+)
+async def test_a_calls_arguments_are_on_its_record_however_it_ends(
+    in_process: Any, variant: ToolVariant, name: str, status: str
+) -> None:
+    args = {"text": "kept", "token": "sk-live-0123456789abcdef"}
+    async with in_process() as env:
+        env.host.broker.attach(ScriptedApprover(script=[deny()]))
+        await env.call(variant, name, args=args)
+    record = only(env.records())
+    assert record["status"] == status
+    assert record["arguments"]["text"] == "kept" and "sk-live" not in json.dumps(record)
+    assert record["request_bytes"] == len(json.dumps(args, separators=(",", ":")))

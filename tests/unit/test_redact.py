@@ -712,6 +712,18 @@ def test_a_calls_plain_record_writes_the_line_and_dict_its_model_writes(text: st
         assert line == model_line, fields
         assert safe_dict() == expected_dict
         assert json.loads(line)["metadata"]["tool_variant"] == "call_tool_read"
+        settled, _ = _call_records(fields)
+        settled.settle()  # as the gateway does while the upstream works
+        assert settled.encode_line()[0] == line
+
+
+def test_a_settled_record_whose_decision_changed_writes_the_new_one() -> None:
+    from mcphost.activity.record import Decision
+
+    call, _ = _call_records({"decision": Decision(by="policy", action="ask", outcome="allow", at="then")})
+    call.settle()
+    call.decision = Decision(by="policy", action="ask", outcome="expired", at="later")
+    assert json.loads(call.encode_line()[0])["decision"]["outcome"] == "expired"
 
 
 def test_a_calls_record_too_deep_to_write_keeps_what_it_can_and_says_why() -> None:

@@ -144,3 +144,10 @@ async def test_a_lane_answer_waits_behind_a_line_the_session_has_not_taken_yet(
         answer = await lane.request("tools/call", {"name": "at_once"}, within=10)
     assert b"notifications/message" in read[0]
     assert not any(answer["id"].encode() in chunk for chunk in read)
+
+
+async def test_what_a_caller_does_meanwhile_runs_once_the_request_is_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with _server(monkeypatch) as (lane, _, _read):
+        ran: list[str] = []
+        answer = await lane.request("tools/call", {"name": "at_once"}, within=10, meanwhile=lambda: ran.append("x"))
+    assert ran == ["x"] and answer["result"]["isError"] is False
