@@ -11,9 +11,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any, cast
 
 import anyio
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from mcphost import discovery
 from mcphost.host import Host
@@ -22,6 +24,53 @@ from mcphost.serve.http_app import MCP_PATH, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 TICK_S = 1.0
+
+
+class _OneWrite:
+    """A connection's transport as uvicorn's HTTP protocol sees it. uvicorn writes a response's status line and
+    headers, then its body, in two writes: two TCP segments, and an agent that wakes for the head, then again for the
+    body. The head is held here until the body is written in the same turn of the loop, and both go out in one
+    write; a response whose body waits (a stream) sends its head at the next turn."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+        self._flush: asyncio.Handle | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._release()
+            self._transport.write(held + data)
+        elif data[:9] == b"HTTP/1.1 ":
+            self._held = data
+            self._flush = asyncio.get_running_loop().call_soon(self._send_held)
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._send_held()
+        self._transport.close()
+
+    def _send_held(self) -> None:
+        held = self._held
+        if held is not None:
+            self._release()
+            self._transport.write(held)
+
+    def _release(self) -> None:
+        self._held = None
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class _OneWriteProtocol(HttpToolsProtocol):
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
+        super().connection_made(cast(asyncio.Transport, _OneWrite(transport)))
 
 
 class _Server(uvicorn.Server):
@@ -89,6 +138,7 @@ async def serve_http(
             timeout_graceful_shutdown=3,
             proxy_headers=False,
             server_header=False,
+            http=_OneWriteProtocol,
         )
     )
     # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
