@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcphost import discovery
-from mcphost.cli.common import fail
+from mcphost.cli.common import fail, freeze_startup_heap
 from mcphost.paths import config_path
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def _in_process(args: argparse.Namespace) -> int:
             _local_server(args, loaded) as (server, shortcut),
             serve_stdio(stop, shortcut, answer_after_eof=True) as (read, write),
         ):
+            freeze_startup_heap()
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(until_signalled, main)

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from mcphost import discovery
-from mcphost.cli.common import fail
+from mcphost.cli.common import fail, freeze_startup_heap
 from mcphost.config import Config, ConfigError, LoadedConfig, load_config
 from mcphost.config.show import shown_config
 from mcphost.config.starter import embedded_default
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
             host.on_event(hub.host_changed)
             async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:
                 until = functools.partial(serve_stdio, hub) if args.stdio else None
+                freeze_startup_heap()
                 await serve_http(
                     host, sock, secrets_, url, editor_socket=editor_socket, agent_socket=relay_socket, until=until
                 )
