@@ -8,6 +8,7 @@ import math
 import os
 import random
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -271,7 +272,8 @@ class UpstreamServer:
         self.tools_version = 0  # renewed whenever the tool list or any tool's definition changes
         # The tools the last full read of the list left out, as (name as shown, why): for status and diagnostics.
         self.dropped_tools: list[Dropped] = []
-        # anyio.current_time() when the last full read of the tool list began; None before the first.
+        # time.monotonic() when the last full read of the tool list began; None before the first. Not anyio's clock:
+        # every call looks at it, and anyio finds its backend each time it is asked the time.
         self.tools_read_at: float | None = None
         self._refreshing: _Refresh | None = None
         self.server_info: str | None = None
@@ -456,7 +458,7 @@ class UpstreamServer:
         """
         client = self.require_client()
         read_at = self.tools_read_at
-        if max_age <= 0 or read_at is None or anyio.current_time() - read_at > max_age:
+        if max_age <= 0 or read_at is None or time.monotonic() - read_at > max_age:
             try:
                 await self._refresh_once(client)
             except UpstreamCallFailed:
@@ -486,7 +488,7 @@ class UpstreamServer:
             refresh.done.set()
 
     async def _refresh_tools(self, client: Client, *, initial: bool = False) -> None:
-        started = anyio.current_time()
+        started = time.monotonic()
         tools: dict[str, UpstreamTool] = {}
         dropped: list[Dropped] = []
         cursor: str | None = None
