@@ -85,9 +85,15 @@ class TappedReader(asyncio.StreamReader):
             and data.find(b"\n") == len(data) - 1
             and len(data) <= self._max
         ):
-            if tap(data):
+            try:
+                taken = tap(data)
+            except Exception:
+                # Out of its reader's hands, a failure would lose the line: the reader gets it and fails as it would.
+                logger.exception("a line offered as it arrived could not be taken")
+                taken = None
+            if taken:
                 return
-            self.declined = True
+            self.declined = taken is False
         self._fed += len(data)
         super().feed_data(data)
 

@@ -339,8 +339,13 @@ class _StdoutPipe(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         streams = self.streams
-        if streams.tap is not None and streams.tap(data):
-            return
+        if streams.tap is not None:
+            try:
+                if streams.tap(data):
+                    return
+            except Exception:
+                # Out of the reader's hands, a failure would lose the chunk: the reader gets it instead.
+                logger.exception("an answer could not be taken as it arrived")
         streams.fed += len(data)
         assert streams.stdout is not None
         streams.stdout.feed_data(data)

@@ -99,3 +99,15 @@ async def test_a_line_over_the_limit_is_not_offered() -> None:
     with pytest.raises(asyncio.LimitOverrunError):
         await within(waiting)
     assert offered == []
+
+
+async def test_a_tap_that_fails_leaves_the_line_to_its_reader() -> None:
+    reader = TappedReader(limit=1024)
+
+    def broken(line: bytes) -> bool:
+        raise RuntimeError("a bug")
+
+    reader.tap = broken
+    waiting = await _waiting(reader)
+    reader.feed_data(b"kept\n")
+    assert await within(waiting) == b"kept\n" and not reader.declined

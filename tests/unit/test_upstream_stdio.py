@@ -151,3 +151,20 @@ async def test_what_a_caller_does_meanwhile_runs_once_the_request_is_out(monkeyp
         ran: list[str] = []
         answer = await lane.request("tools/call", {"name": "at_once"}, within=10, meanwhile=lambda: ran.append("x"))
     assert ran == ["x"] and answer["result"]["isError"] is False
+
+
+async def test_an_answer_the_tap_fails_to_take_still_reaches_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    take = stdio.RawLane.take
+    failures: list[bytes] = []
+
+    def fails_once(self: RawLane, line: bytes) -> bool:
+        if not failures:
+            failures.append(line)
+            raise RuntimeError("a bug")
+        return take(self, line)
+
+    monkeypatch.setattr(stdio.RawLane, "take", fails_once)
+    async with _server(monkeypatch) as (lane, _, read):
+        answer = await lane.request("tools/call", {"name": "at_once"}, within=10)
+    assert failures and answer["result"]["isError"] is False
+    assert len(read) == 1  # by way of the reader
