@@ -36,6 +36,11 @@ class _OneWrite:
         self._transport = transport
         self._held: bytes | None = None
         self._flush: asyncio.Handle | None = None
+        # What uvicorn asks of every request's transport, bound here rather than found by `__getattr__` each time.
+        self.is_closing = transport.is_closing
+        self.get_extra_info = transport.get_extra_info
+        self.pause_reading = transport.pause_reading
+        self.resume_reading = transport.resume_reading
 
     def write(self, data: bytes) -> None:
         held = self._held

@@ -25,6 +25,13 @@ class Recorder:
     def is_closing(self) -> bool:
         return self.closed
 
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 1)}.get(name, default)
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
 
 def _wrapped() -> tuple[_OneWrite, Recorder]:
     recorder = Recorder()
@@ -65,3 +72,4 @@ async def test_everything_else_is_the_transports_own() -> None:
     one.write(b"0\r\n\r\n")
     assert sent.writes == [b"0\r\n\r\n"]
     assert one.is_closing() is False
+    assert one.get_extra_info("peername") == ("127.0.0.1", 1)
