@@ -202,7 +202,6 @@ class CallRecord:
 
     __slots__ = (
         "_decided",
-        "_settled",
         "annotations",
         "arguments",
         "arguments_preview",
@@ -253,41 +252,12 @@ class CallRecord:
         self.started_id: str | None = None
         self.forwarded: bool | None = None
         self._decided: tuple[Decision, dict[str, Any]] | None = None  # `decision` and its dump, made by `settle`
-        # What `settle` found: the settled fields' values, and whether redaction would leave them as they are.
-        self._settled: tuple[tuple[Any, ...], bool] | None = None
 
     def settle(self) -> None:
-        """Make now what the line holds of the fields settled before the call is forwarded (the decision's dump,
-        and whether redaction would change any of them), so that the call need not once its answer is in: then
-        only what the answer filled is looked at. A settled field given another value after is looked at again."""
-        decided = None
+        """Make now the part of the line that is settled before the call is forwarded (the decision's dump), so
+        that the call need not make it once its answer is in."""
         if self.decision is not None:
-            decided = self.decision.model_dump(mode="json", exclude_none=True)
-            self._decided = (self.decision, decided)
-        values = tuple(getattr(self, name) for name in _SETTLED)
-        try:
-            text = orjson.dumps([value for value in values if not isinstance(value, Decision)] + [decided])
-        except (orjson.JSONEncodeError, TypeError):
-            text = b""
-        self._settled = (values, bool(text) and left_alone(text))
-
-    def _left_alone(self, line: bytes) -> bool:
-        """`left_alone(line)`, looking only at what the answer filled when the rest was settled and is unchanged.
-        Sound because every net of `scrub` lies within one string or key, every string and key from outside is in
-        one of the two parts, and the record's own keys and values trigger none (a test holds them to that)."""
-        settled = self._settled
-        if settled is None:
-            return left_alone(line)
-        values, clean = settled
-        for name, value in zip(_SETTLED, values, strict=True):
-            if getattr(self, name) is not value:
-                return left_alone(line)
-        if not clean:
-            return False
-        try:
-            return left_alone(orjson.dumps((self.warnings, self.error, self.response_preview)))
-        except (orjson.JSONEncodeError, TypeError):
-            return False
+            self._decided = (self.decision, self.decision.model_dump(mode="json", exclude_none=True))
 
     def copy(self) -> CallRecord:
         """Another record of the same call (its start); what the two share is never changed in place."""
@@ -295,7 +265,7 @@ class CallRecord:
         for name in CallRecord.__slots__:
             setattr(twin, name, getattr(self, name))
         twin.warnings = list(self.warnings)
-        twin._decided = twin._settled = None  # each record's line its own dicts
+        twin._decided = None  # each record's line its own dicts
         return twin
 
     def as_dict(self) -> dict[str, Any]:
@@ -330,7 +300,7 @@ class CallRecord:
             line = orjson.dumps(payload)
         except (orjson.JSONEncodeError, TypeError):
             line = b""  # a lone surrogate, an integer past 64 bits, too deep: the long way
-        if line and self._left_alone(line):
+        if line and left_alone(line):
             return line + b"\n", lambda: payload
         try:
             safe = _scrubbed(payload)
@@ -345,22 +315,6 @@ class CallRecord:
 # ActivityRecord's fields before `metadata`, `metadata`'s own, and those after `warnings` (`details` and `hook` are
 # never a call's), each in its order.
 _CALL_HEAD = ("server", "tool", "status", "duration_ms")
-# The fields that hold what came from outside and are settled before the call is forwarded; the answer fills only
-# `warnings`, `error` and `response_preview` of those (besides mcphost's own: ids, times, counts, status).
-_SETTLED = (
-    "server",
-    "tool",
-    "intent",
-    "tool_variant",
-    "annotations",
-    "call_with",
-    "decision",
-    "arguments",
-    "arguments_preview",
-    "session_id",
-    "client",
-    "started_id",
-)
 _CALL_METADATA = ("intent", "tool_variant", "annotations", "call_with")
 _CALL_TAIL = (
     "error",
