@@ -7,7 +7,7 @@ process, so the client's, the relay's and the daemon's stamps line up); the clie
 The same read call, upstream, config and plain client as bench_paths. The probes cost about a microsecond each: the
 p50 with probes is shown beside the stretches, and bench_paths remains the measure of the paths themselves.
 
-    python -m bench.bench_segments [--paths in-process,relay,http] [--calls 1000] [--rounds 5] [--json]
+    python -m bench.bench_segments [--paths in-process,relay,relay-sockets,http] [--calls 1000] [--rounds 5] [--json]
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ from bench import bench_paths as paths
 from bench.common import BenchFailure, machine, run_bench
 
 PROBES = Path(__file__).resolve().parent / "segment_probes.py"
-MCPHOST_PATHS = ("in-process", "relay", "http")
-LABELS = {"in-process": "mcp --in-process", "relay": "mcp -> serve (relay)", "http": "serve (HTTP)"}
+MCPHOST_PATHS = ("in-process", "relay", "relay-sockets", "http")
+LABELS = {
+    "in-process": "mcp --in-process",
+    "relay": "mcp -> serve (relay)",
+    "relay-sockets": "the relay on socket pairs",
+    "http": "serve (HTTP)",
+}
 
 # Each path's points in the order a call passes them: (process, stamp, what the stretch ending there is spent on).
 # "agent" is the client here.
@@ -71,6 +76,7 @@ _HTTP_OUT: list[Point] = [
 ROUTES: dict[str, list[Point]] = {
     "in-process": [_START, _LINE, *_CORE],
     "relay": [_START, *_RELAYED, *_CORE],
+    "relay-sockets": [_START, *_RELAYED, *_CORE],
     "http": [_START, *_HTTP_IN, *_CORE[:-2], *_HTTP_OUT],
 }
 HANDED_ROUTE: list[Point] = [_START, _HANDED, *_CORE]
@@ -145,8 +151,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
                 spawned = rpc.process.pid if isinstance(rpc, paths.StdioRpc) else None
                 if key == "in-process" and spawned is not None:
                     roles[key] = {"mcphost": spawned}
-                elif key == "relay" and spawned is not None:
-                    roles[key] = {"relay": spawned, "mcphost": pids["relay"]}
+                elif key in ("relay", "relay-sockets") and spawned is not None:
+                    roles[key] = {"relay": spawned, "mcphost": pids[key]}
                 elif key == "http":
                     roles[key] = {"mcphost": pids["http"]}
                 for _ in range(opts.warmup):
@@ -168,7 +174,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     report["direct_p50_us"] = statistics.median(e - s for s, e in timed["direct"]) / 1000
     for key in opts.paths:
         by_role = {role: stamps.get(pid, []) for role, pid in roles[key].items()}
-        route = HANDED_ROUTE if key == "relay" and not by_role.get("relay") else ROUTES[key]
+        route = HANDED_ROUTE if key in ("relay", "relay-sockets") and not by_role.get("relay") else ROUTES[key]
         found, whole = stretches(route, timed[key], by_role)
         report["paths"][key] = {
             "p50_us": statistics.median(e - s for s, e in timed[key]) / 1000,
