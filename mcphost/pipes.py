@@ -60,6 +60,19 @@ def claim_stdio() -> tuple[int, int]:
     return proto_in, proto_out
 
 
+def offered(tap: Callable[[bytes], bool], chunk: bytes, limit: int) -> bool | None:
+    """What `tap` made of `chunk`, a read that has just arrived: True taken, False declined; None when it was not
+    offered (it is not one whole line of at most `limit` bytes) or the tap failed. A failure out of the reader's
+    hands would lose the line: the reader gets it instead, and fails as it would."""
+    if chunk.find(b"\n") != len(chunk) - 1 or len(chunk) > limit:
+        return None
+    try:
+        return tap(chunk)
+    except Exception:
+        logger.exception("a line offered as it arrived could not be taken")
+        return None
+
+
 class TappedReader(asyncio.StreamReader):
     """A StreamReader whose owner may take a line as it arrives (`tap`) rather than from `readuntil`: only a chunk
     that is one whole line, while a `readuntil` waits with nothing held, so the line is the one it would return
@@ -78,19 +91,8 @@ class TappedReader(asyncio.StreamReader):
 
     def feed_data(self, data: bytes) -> None:  # type: ignore[override]  # transports feed bytes
         tap = self.tap
-        if (
-            tap is not None
-            and self._waiting
-            and self._fed == self._taken
-            and data.find(b"\n") == len(data) - 1
-            and len(data) <= self._max
-        ):
-            try:
-                taken = tap(data)
-            except Exception:
-                # Out of its reader's hands, a failure would lose the line: the reader gets it and fails as it would.
-                logger.exception("a line offered as it arrived could not be taken")
-                taken = None
+        if tap is not None and self._waiting and self._fed == self._taken:
+            taken = offered(tap, data, self._max)
             if taken:
                 return
             self.declined = taken is False

@@ -39,7 +39,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
 from mcphost.console import safe
-from mcphost.pipes import linux_libc
+from mcphost.pipes import linux_libc, offered
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
 
@@ -311,12 +311,10 @@ class RawLane:
 
 
 class _TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's protocol for a subprocess's pipes, with a tap on stdout that may take a chunk before it reaches
-    the stream the reader reads (`_StdoutPipe` offers it). `fed` counts the bytes that reached the stream, `taken`
-    those its reader took; `busy`: the reader is at work on what it took (then a line that arrives now waits its
-    turn behind those)."""
+    """asyncio's protocol for a subprocess's pipes, keeping the count a tap on stdout (`_StdoutPipe`) goes by:
+    `fed`, the bytes that reached the stream the reader reads, `taken`, those its reader took; `busy`, the reader
+    is at work on what it took (then a line that arrives now waits its turn behind those)."""
 
-    tap: Callable[[bytes], bool] | None = None
     fed = 0
     taken = 0
     busy = True
@@ -333,19 +331,18 @@ class _StdoutPipe(asyncio.Protocol):
     the stream: asyncio hands a subprocess's output over a loop turn later (`call_soon`), the turn an answer used
     to wait for. Everything else (the end of the output) still goes asyncio's way, after every chunk."""
 
-    def __init__(self, streams: _TappedProtocol, inner: asyncio.Protocol) -> None:
+    def __init__(
+        self, streams: _TappedProtocol, inner: asyncio.Protocol, tap: Callable[[bytes], bool], limit: int
+    ) -> None:
         self.streams = streams
         self.inner = inner
+        self.tap = tap
+        self.limit = limit
 
     def data_received(self, data: bytes) -> None:
         streams = self.streams
-        if streams.tap is not None:
-            try:
-                if streams.tap(data):
-                    return
-            except Exception:
-                # Out of the reader's hands, a failure would lose the chunk: the reader gets it instead.
-                logger.exception("an answer could not be taken as it arrived")
+        if offered(self.tap, data, self.limit):
+            return
         streams.fed += len(data)
         assert streams.stdout is not None
         streams.stdout.feed_data(data)
@@ -390,10 +387,6 @@ async def stdio_transport(
         preexec_fn=_die_with_parent(),
     )
     process = asyncio.subprocess.Process(pipes, tapped, loop)
-    # From now on; what the server wrote before went asyncio's way, and `_TappedProtocol` counted it.
-    stdout_pipe = pipes.get_pipe_transport(1)
-    assert stdout_pipe is not None
-    stdout_pipe.set_protocol(_StdoutPipe(tapped, cast(asyncio.Protocol, stdout_pipe.get_protocol())))
     # From here on, no await before the try: a cancellation in between would leak the live process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -407,20 +400,18 @@ async def stdio_transport(
 
     lines = LineReader(max_message_bytes)
 
-    def tap(chunk: bytes) -> bool:
-        """Take `chunk` here if it is one whole line that answers a lane request and the reader below, waiting,
-        would take it next: the call resumes a loop turn sooner than by way of the reader."""
-        if (
-            tapped.busy
-            or tapped.fed != tapped.taken
-            or not lines.empty
-            or chunk.find(b"\n") != len(chunk) - 1
-            or len(chunk) > max_message_bytes
-        ):
+    def tap(line: bytes) -> bool:
+        """Take `line` here if it answers a lane request and the reader below, waiting, would take it next: the
+        call resumes a loop turn sooner than by way of the reader."""
+        if tapped.busy or tapped.fed != tapped.taken or not lines.empty:
             return False
-        return lane.take(chunk[:-1])
+        return lane.take(line[:-1])
 
-    tapped.tap = tap
+    # From now on; what the server wrote before went asyncio's way, and `_TappedProtocol` counted it.
+    stdout_pipe = pipes.get_pipe_transport(1)
+    assert stdout_pipe is not None
+    inner = cast(asyncio.Protocol, stdout_pipe.get_protocol())
+    stdout_pipe.set_protocol(_StdoutPipe(tapped, inner, tap, max_message_bytes))
 
     async def read_stdout() -> None:
         delivering = True
