@@ -64,14 +64,14 @@ _CORE: list[Point] = [
 _HANDED: Point = ("mcphost", "line", "the agent's line read by the daemon (the relay handed it stdin)")
 _HTTP_IN: list[Point] = [
     ("mcphost", "recv", "HTTP: the request's bytes reach uvicorn"),
-    ("mcphost", "asgi", "HTTP: uvicorn parses them and starts the app's task"),
-    ("mcphost", "line", "HTTP: the daemon's checks, on to the call's shortcut"),
+    ("mcphost", "claimed", "HTTP: uvicorn parses them, the agents' door claims the call"),
+    ("mcphost", "line", "HTTP: the call's task starts"),
 ]
-# Over HTTP, the result is written in two parts: uvicorn sends the status line and headers, then the body.
+# Over HTTP, a claimed call's answer is written in one piece, head and body.
 _HTTP_OUT: list[Point] = [
     ("mcphost", "reply", "HTTP: the result made"),
-    ("mcphost", "body", "HTTP: uvicorn writes the status line and headers"),
-    ("agent", "end", "HTTP: the body written, until the agent holds the result"),
+    ("mcphost", "body", "HTTP: its head made"),
+    ("agent", "end", "HTTP: the response written, until the agent holds the result"),
 ]
 ROUTES: dict[str, list[Point]] = {
     "in-process": [_START, _LINE, *_CORE],

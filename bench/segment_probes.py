@@ -85,35 +85,18 @@ def install() -> None:
     # stdin reader may hand a line to the shortcut as it arrives, never to be read: it is in hand once fed.
     after_await(stdio, "_read_line", "line")
     at_entry(pipes.TappedReader, "feed_data", "line")
-    # Over HTTP, the request's bytes reach uvicorn ("recv"), which parses them and starts a task for the app
-    # ("asgi", the daemon's outermost layer), which passes its checks to the call's shortcut ("line").
+    # Over HTTP, the request's bytes reach uvicorn ("recv"), which parses them; the agents' door claims the call
+    # ("claimed") and uvicorn starts the request's task, which answers it ("line"): "reply" once the answer is made,
+    # "body" as its response leaves in one write.
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    from mcphost.serve import http_server
+
     at_entry(HttpToolsProtocol, "data_received", "recv")
-    outermost = http_app.LoopbackOnly.__call__
-
-    # uvicorn tells an ASGI 3 app by its coroutine function: the wrapper must be one too.
-    async def app_entered(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        stamp("asgi")
-        await outermost(self, scope, receive, send)
-
-    http_app.LoopbackOnly.__call__ = app_entered  # type: ignore[method-assign]
-    shortcut_call = http_app.CallShortcut.__call__
-
-    async def http_request(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        stamp("line")
-
-        async def sending(message: Any) -> None:
-            if message.get("type") == "http.response.start":
-                stamp("reply")
-            elif message.get("type") == "http.response.body" and not message.get("more_body"):
-                # Stamped before the send: once the body is on its way the client may hold it at once.
-                stamp("body")
-            await send(message)
-
-        await shortcut_call(self, scope, receive, sending)
-
-    http_app.CallShortcut.__call__ = http_request  # type: ignore[method-assign]
+    after_return(http_app.AgentsDoor, "claim", "claimed")
+    at_entry(http_server._AgentsHttp, "_answer", "line")
+    after_await(http_app.AgentsDoor, "answer", "reply")
+    at_entry(http_server._OneWrite, "write_whole", "body")
 
     # The relay writes the line to the daemon (stamped before the write: the daemon may read it at once).
     at_entry(relay._DaemonBackend, "_forward_now", "passed")

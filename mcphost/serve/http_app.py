@@ -8,7 +8,7 @@ import hmac
 import math
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,11 +74,14 @@ class BearerTokenGuard:
         self._other = f"Bearer {wrong_door[0]}".encode() if wrong_door else None
         self._hint = wrong_door[1] if wrong_door else ""
 
+    def admits(self, supplied: bytes | None) -> bool:
+        return hmac.compare_digest(supplied or b"", self._expected)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             (supplied,) = headers_of(scope, b"authorization")
             supplied = supplied or b""
-            if not hmac.compare_digest(supplied, self._expected):
+            if not self.admits(supplied):
                 message = "missing or wrong bearer token: see `mcphost status`"
                 if self._other is not None and hmac.compare_digest(supplied, self._other):
                     message = self._hint
@@ -98,6 +101,9 @@ class LoopbackOnly:
         settings = security_settings(port)
         self._hosts = frozenset(h.encode("latin-1") for h in settings.allowed_hosts)
         self._origins = frozenset(o.encode("latin-1") for o in settings.allowed_origins)
+
+    def admits(self, host: bytes | None, origin: bytes | None) -> bool:
+        return host in self._hosts and (origin is None or origin in self._origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -119,8 +125,13 @@ def headers_of(scope: Scope, *names: bytes) -> list[bytes | None]:
     """The first value of each header in `names` (lower case), as Starlette's `Headers.get` gives it, in one pass
     over the request's own list: every request to the daemon passes three layers that look headers up, and a
     `Headers` object per look-up cost more than the look-up."""
+    return first_values(scope["headers"], *names)
+
+
+def first_values(headers: Iterable[tuple[bytes, bytes]], *names: bytes) -> list[bytes | None]:
+    """`headers_of` over a list of (lower-case name, value) pairs."""
     found: list[bytes | None] = [None] * len(names)
-    for key, value in scope["headers"]:
+    for key, value in headers:
         if key in names:
             at = names.index(key)
             if found[at] is None:
@@ -142,6 +153,16 @@ _SESSION = SESSION_HEADER.encode()
 _VERSION = VERSION_HEADER.encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A tool call the shortcut answers itself: the session's id, the call (request id, tool name, arguments), and the
+    SDK's transport of that session, which counts the call as a request in flight."""
+
+    session: str
+    call: tuple[Any, str, dict[str, Any]]
+    transport: Any
+
+
 class CallShortcut:
     """In front of the SDK's streamable HTTP app: a tool call in a handshake-era session the SDK's manager knows is
     answered here (`HttpCalls`), as plain JSON, or as an event stream only when it must put a question to the
@@ -153,6 +174,24 @@ class CallShortcut:
         self.app = app
         self.manager = manager
         self.calls = calls
+
+    def claim(
+        self, session: str, raw_version: bytes | None, raw_accept: bytes | None, message: dict[str, Any] | None
+    ) -> Claim | None:
+        """The call this answers itself, or None: a `tools/call` it can read, in a handshake-era session that the
+        SDK's manager holds and whose `initialize` this saw, from a client that takes both kinds of answer."""
+        if message is None or message.get("method") != "tools/call":
+            return None
+        if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None
+        accept = raw_accept or b""
+        if not all(kind in accept for kind in _JSON_AND_STREAM):
+            return None
+        transport = self.manager._server_instances.get(session)
+        if transport is None or transport.is_terminated or not self.calls.knows(session):
+            return None
+        call = shortcut_call(message)
+        return None if call is None else Claim(session, call, transport)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "DELETE"):
@@ -177,6 +216,14 @@ class CallShortcut:
             else:
                 await self.app(scope, replay, send)
             return
+        claim = self.claim(session, raw_version, raw_accept, message)
+        if claim is not None:
+            answer = await self.answer(claim, send)
+            if answer is not None:
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
+                await send({"type": "http.response.start", "status": 200 if answer else 202, "headers": headers})
+                await send({"type": "http.response.body", "body": answer})
+            return
         transport = self.manager._server_instances.get(session)
         if transport is None:
             self.calls.closed(session)  # ended without a DELETE (it idled out): forget its client too
@@ -184,18 +231,11 @@ class CallShortcut:
             await self.app(scope, replay, send)
             return
         method = message.get("method")
-        accept = raw_accept or b""
-        if method == "tools/call" and all(kind in accept for kind in _JSON_AND_STREAM):
-            call = shortcut_call(message)
-            if call is not None:
-                with _held(transport):
-                    await self._answer(session, call, send)
-                return
-        elif method is None and self.calls.answered(message):
+        if method is None and self.calls.answered(message):
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
-        elif method == "notifications/cancelled":
+        if method == "notifications/cancelled":
             self.calls.cancel(session, message)
         await self.app(scope, replay, send)
 
@@ -211,7 +251,10 @@ class CallShortcut:
 
         return noting
 
-    async def _answer(self, session: str, call: tuple[Any, str, dict[str, Any]], send: Send) -> None:
+    async def answer(self, claim: Claim, send: Send) -> bytes | None:
+        """Answer the claimed call. Returns its JSON-RPC response as a plain JSON body to send (empty when the client
+        cancelled it: 202), or None when the answer went out on an event stream through `send`, whole: a call that
+        puts a question to the agent's client first must stream."""
         streaming = False
 
         async def emit(message: dict[str, Any]) -> None:
@@ -223,22 +266,41 @@ class CallShortcut:
             event = b"event: message\ndata: " + dump_line(message).rstrip(b"\n") + b"\n\n"
             await send({"type": "http.response.body", "body": event, "more_body": True})
 
-        request_id, name, arguments = call
-        response = await self.calls.answer(session, request_id, name, arguments, emit)
-        if streaming:
-            if response is not None:
-                await emit(response)
-            await send({"type": "http.response.body", "body": b""})
-            return
-        body = b"" if response is None else dump_line(response).rstrip(b"\n")
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200 if response is not None else 202,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
+        request_id, name, arguments = claim.call
+        with _held(claim.transport):
+            response = await self.calls.answer(claim.session, request_id, name, arguments, emit)
+            if streaming:
+                if response is not None:
+                    await emit(response)
+                await send({"type": "http.response.body", "body": b""})
+                return None
+        return b"" if response is None else dump_line(response).rstrip(b"\n")
+
+
+class AgentsDoor:
+    """Every check in front of /mcp, in one pass over the request's headers, for an HTTP server that answers a tool
+    call before any ASGI layer runs: the Host and Origin (`LoopbackOnly`), the agents' token (`BearerTokenGuard`), and
+    what the call shortcut asks. A request it does not claim goes the ASGI way, where each layer answers it as before:
+    a refusal comes from there, never from here."""
+
+    def __init__(self, loopback: LoopbackOnly, guard: BearerTokenGuard, shortcut: CallShortcut) -> None:
+        self._loopback = loopback
+        self._guard = guard
+        self._shortcut = shortcut
+
+    def claim(self, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> Claim | None:
+        """The tool call in a POST to /mcp with these headers (names in lower case) and this body, if the shortcut
+        would answer it; the caller has checked the method and the path."""
+        host, origin, authorization, session, version, accept = first_values(
+            headers, b"host", b"origin", b"authorization", _SESSION, _VERSION, b"accept"
         )
-        await send({"type": "http.response.body", "body": body})
+        if session is None or not self._loopback.admits(host, origin) or not self._guard.admits(authorization):
+            return None
+        return self._shortcut.claim(session.decode("latin-1"), version, accept, shortcut_message(body))
+
+    async def answer(self, claim: Claim, send: Send) -> bytes | None:
+        """`CallShortcut.answer`."""
+        return await self._shortcut.answer(claim, send)
 
 
 async def _body(receive: Receive) -> bytes:
@@ -292,11 +354,13 @@ def build_http_app(
     port: int,
     activity_path: Path | None = None,
     calls: HttpCalls | None = None,
-) -> ASGIApp:
+) -> tuple[ASGIApp, AgentsDoor | None]:
+    """The daemon's ASGI app, and with `calls` the door through which its HTTP server may answer a tool call itself."""
     manager = StreamableHTTPSessionManager(app=server, security_settings=security_settings(port))
     mcp_app: ASGIApp = StreamableHTTPASGIApp(manager)
+    shortcut = None
     if calls is not None:
-        mcp_app = CallShortcut(mcp_app, manager, calls)
+        mcp_app = shortcut = CallShortcut(mcp_app, manager, calls)
     mcp_endpoint = BearerTokenGuard(
         mcp_app,
         secrets_.agent_token,
@@ -323,7 +387,8 @@ def build_http_app(
         async with manager.run():
             yield
 
-    return LoopbackOnly(_AgentsFirst(mcp_endpoint, Starlette(routes=routes, lifespan=lifespan)), port)
+    app = LoopbackOnly(_AgentsFirst(mcp_endpoint, Starlette(routes=routes, lifespan=lifespan)), port)
+    return app, AgentsDoor(app, mcp_endpoint, shortcut) if shortcut is not None else None
 
 
 class _AgentsFirst:

@@ -15,12 +15,12 @@ from typing import Any, cast
 
 import anyio
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 from mcphost import discovery
 from mcphost.host import Host
 from mcphost.serve.activity_api import API_PATH
-from mcphost.serve.http_app import MCP_PATH, Secrets, build_http_app
+from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 TICK_S = 1.0
@@ -53,6 +53,14 @@ class _OneWrite:
         else:
             self._transport.write(data)
 
+    def write_whole(self, data: bytes) -> None:
+        """A whole response: out at once, after anything held."""
+        held = self._held
+        if held is not None:
+            self._release()
+            data = held + data
+        self._transport.write(data)
+
     def close(self) -> None:
         self._send_held()
         self._transport.close()
@@ -73,9 +81,112 @@ class _OneWrite:
         return getattr(self._transport, name)
 
 
-class _OneWriteProtocol(HttpToolsProtocol):
+# A call's body up to this size is held until it is whole, for the agents' door; a larger one goes the ASGI way as it
+# arrives, under uvicorn's flow control (which pauses reading past 64 KiB of a body nobody reads yet).
+CLAIM_LIMIT = 60 * 1024
+_MCP_URL = MCP_PATH.encode()
+
+
+class _AgentsHttp(HttpToolsProtocol):
+    """uvicorn's HTTP protocol, its responses in one write (`_OneWrite`), and an agent's tool call answered without
+    ASGI: a POST to /mcp is held until its body is whole and offered to the agents' door, which runs every check of
+    the ASGI layers in front of the call shortcut in one pass. The call it claims runs as uvicorn's task of that
+    request (its cycle, its shutdown, its errors as uvicorn handles them) and its answer is written in one piece;
+    anything it does not claim goes on as uvicorn would have sent it, only its task started when the body was in.
+
+    The ASGI way costs a call four layers, a look at the headers in each, the body read through `receive`, and
+    uvicorn's `send` checking every header of the answer against two expressions."""
+
+    door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
+    _held_body: bytearray | None = None
+    _claim: Claim | None = None
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
-        super().connection_made(cast(asyncio.Transport, _OneWrite(transport)))
+        self._one = _OneWrite(transport)
+        super().connection_made(cast(asyncio.Transport, self._one))
+
+    def on_headers_complete(self) -> None:
+        if self.door is not None and self._claimable():
+            self._held_body = bytearray()
+            return
+        super().on_headers_complete()
+
+    def _claimable(self) -> bool:
+        """A keep-alive HTTP/1.1 POST to exactly /mcp, on a connection with nothing else under way (uvicorn's cycle is
+        the latest request's, so a complete one means none queued either), that does not wait for a `100 Continue`
+        before it sends its body."""
+        parser = self.parser
+        cycle = self.cycle
+        return (
+            self.url == _MCP_URL
+            and not self.expect_100_continue
+            and (cycle is None or cycle.response_complete)
+            and parser.get_method() == b"POST"
+            and parser.get_http_version() == "1.1"
+            and parser.should_keep_alive()
+            and not parser.should_upgrade()
+        )
+
+    def on_body(self, body: bytes) -> None:
+        held = self._held_body
+        if held is None:
+            super().on_body(body)
+            return
+        held += body
+        if len(held) > CLAIM_LIMIT:
+            self._held_body = None
+            super().on_headers_complete()
+            super().on_body(bytes(held))
+
+    def on_message_complete(self) -> None:
+        held = self._held_body
+        if held is not None:
+            self._held_body = None
+            assert self.door is not None
+            self._claim = self.door.claim(self.headers, bytes(held))
+            try:
+                # The request's cycle and task, as uvicorn makes them; a claimed call's task answers it (below).
+                super().on_headers_complete()
+            finally:
+                self._claim = None
+            if held:
+                super().on_body(bytes(held))
+        super().on_message_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        claim, self._claim = self._claim, None
+        if claim is not None and app is self.app:
+
+            async def answering(scope: Any, receive: Any, send: Any) -> None:
+                await self._answer(claim, cycle)
+
+            app = answering
+        super()._start_asgi_task(cycle, app)
+
+    async def _answer(self, claim: Claim, cycle: RequestResponseCycle) -> None:
+        assert self.door is not None
+        body = await self.door.answer(claim, cast(Any, cycle.send))
+        if body is None:  # it streamed, through uvicorn's `send`
+            return
+        # What uvicorn's `send` does for a whole response of ours, whose headers need no checks.
+        if cycle.flow.write_paused and not cycle.disconnected:
+            await cycle.flow.drain()
+        if cycle.disconnected:
+            return
+        cycle.response_started = True
+        head = [STATUS_LINE[200 if body else 202]]
+        head.extend(b"%s: %s\r\n" % pair for pair in cycle.default_headers)
+        head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+        if not cycle.keep_alive:  # the server began to stop while the call ran
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        head.append(body)
+        self._one.write_whole(b"".join(head))
+        cycle.response_complete = True
+        cycle.message_event.set()
+        if not cycle.keep_alive:
+            self._one.close()
+        cycle.on_response()
 
 
 class _Server(uvicorn.Server):
@@ -129,7 +240,8 @@ async def serve_http(
     sessions = Sessions()
     mcp_server = build_server(host.gateway, sessions=sessions)
     calls = HttpCalls(host.gateway, sessions)
-    app = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path, calls=calls)
+    app, door = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path, calls=calls)
+    protocol = type("AgentsHttp", (_AgentsHttp,), {"door": door})
     # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in
     # flight (a call cut short is recorded as cancelled) and the upstreams are closed. No proxy stands in front of a
     # loopback daemon: X-Forwarded-* from any local process is not to be believed (and its middleware cost every
@@ -143,7 +255,7 @@ async def serve_http(
             timeout_graceful_shutdown=3,
             proxy_headers=False,
             server_header=False,
-            http=_OneWriteProtocol,
+            http=protocol,
         )
     )
     # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.

@@ -4,6 +4,7 @@ everything the SDK did for them still done (session names, cancellation, ended s
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,96 @@ async def test_sdk_clients_of_both_eras_call_over_http(sandbox: Sandbox) -> None
             async with http_agent(d.url, d.headers, mode=mode) as client:
                 assert text_of(await client.call_tool("call_tool_read", READ)) == "read_notes: hi"
     assert [r["status"] for r in sandbox.tool_calls()] == ["success", "success"]
+
+
+async def test_a_call_that_any_layer_in_front_would_refuse_is_refused_not_answered(sandbox: Sandbox) -> None:
+    # The daemon's HTTP server answers a tool call before the ASGI layers run; each of their refusals must stand.
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
+        plain = Plain(http, d.url, d.headers)
+        await plain.open()
+        api_token = d.info["api"]["token"]
+        port = d.url.split(":")[2].split("/")[0]
+        refused = {
+            "no token": {"Authorization": ""},
+            "a wrong token": {"Authorization": "Bearer nope"},
+            "the REST API's token": {"Authorization": f"Bearer {api_token}"},
+            "a foreign Host": {"Host": f"evil.example:{port}"},
+            "a web page's Origin": {"Origin": "https://evil.example"},
+            "another session's id": {"mcp-session-id": "0123456789abcdef0123456789abcdef"},
+        }
+        answers = {
+            what: await http.post(d.url, json=call(what, READ), headers={**plain.headers, **change})
+            for what, change in refused.items()
+        }
+        allowed = await plain.post(call("allowed", READ))
+    statuses = {what: response.status_code for what, response in answers.items()}
+    assert statuses == {
+        "no token": 401,
+        "a wrong token": 401,
+        "the REST API's token": 401,
+        "a foreign Host": 421,
+        "a web page's Origin": 403,
+        "another session's id": 404,
+    }
+    assert "the agents'" in answers["the REST API's token"].json()["message"]
+    assert allowed.status_code == 200
+    assert [r["status"] for r in sandbox.tool_calls()] == ["success"]
+
+
+async def _exchange(url: str, raw: bytes, answers: int, *, after_continue: bytes = b"") -> list[bytes]:
+    """Write `raw` on one connection (and `after_continue` once a `100 Continue` came), and read `answers` responses
+    with a content-length each: the status line, headers and body of each, as they came."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(raw)
+        if after_continue:
+            assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(after_continue)
+        responses = []
+        for _ in range(answers):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+            )
+            responses.append(head + await reader.readexactly(length))
+        return responses
+    finally:
+        writer.close()
+
+
+def _post(plain: Plain, message: dict[str, Any], *, chunked: bool = False, expect: bool = False) -> tuple[bytes, bytes]:
+    body = json.dumps(message).encode()
+    headers = {k.lower(): v for k, v in plain.headers.items()}
+    headers["host"] = plain.url.split("//")[1].split("/")[0]
+    if chunked:
+        headers["transfer-encoding"] = "chunked"
+        body = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:20], body[20:])) + b"0\r\n\r\n"
+    else:
+        headers["content-length"] = str(len(body))
+    if expect:
+        headers["expect"] = "100-continue"
+    head = b"POST /mcp HTTP/1.1\r\n" + b"".join(f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n"
+    return head, body
+
+
+async def test_pipelined_chunked_and_continued_calls_are_each_answered_in_order(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
+        plain = Plain(http, d.url, d.headers)
+        await plain.open()
+        pipelined = b"".join(b"".join(_post(plain, call(n, {**READ, "args": {"text": f"p{n}"}}))) for n in range(3))
+        in_order = await _exchange(d.url, pipelined, 3)
+        chunked = await _exchange(d.url, b"".join(_post(plain, call("chunked", READ), chunked=True)), 1)
+        head, body = _post(plain, call("continued", READ), expect=True)
+        continued = await _exchange(d.url, head, 1, after_continue=body)
+    answers = [json.loads(r.split(b"\r\n\r\n", 1)[1]) for r in [*in_order, *chunked, *continued]]
+    assert [a["id"] for a in answers] == [0, 1, 2, "chunked", "continued"]
+    assert [a["result"]["content"][0]["text"] for a in answers[:3]] == [
+        "read_notes: p0",
+        "read_notes: p1",
+        "read_notes: p2",
+    ]
+    assert all(r.startswith(b"HTTP/1.1 200 OK\r\n") for r in [*in_order, *chunked, *continued])
+    assert len(sandbox.tool_calls()) == 5

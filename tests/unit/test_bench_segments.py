@@ -35,13 +35,13 @@ def test_each_stretch_runs_from_a_point_to_the_first_stamp_of_the_next_after_it(
     assert found == [[5], [10], [10], [10], [2], [2], [2], [1], [2], [1], [250], [2], [8], [10], [100], [10], [30]]
 
 
-def test_an_http_call_is_split_at_uvicorn_on_its_way_in_and_between_its_headers_and_body_on_its_way_out() -> None:
+def test_an_http_call_is_split_where_the_door_claims_it_and_where_its_answer_is_made() -> None:
     route = ROUTES["http"]
     core = ["call", "checked", "resolving", "resolved", "authorizing", "authorized", "forward", "answer", "resumed"]
     stamps = {
         "mcphost": [
             (110, "recv"),
-            (150, "asgi"),
+            (150, "claimed"),
             (160, "line"),
             *[(200 + i, name) for i, name in enumerate(core)],
             (300, "record"),
@@ -54,7 +54,7 @@ def test_an_http_call_is_split_at_uvicorn_on_its_way_in_and_between_its_headers_
     found, whole = stretches(route, [(100, 600)], stamps)
     assert whole == 1
     names = [name for _, name, _ in route]
-    assert names[:4] == ["start", "recv", "asgi", "line"]
+    assert names[:4] == ["start", "recv", "claimed", "line"]
     assert names[-3:] == ["reply", "body", "end"]
     assert [f[0] for f in found[:3]] == [10, 40, 10]
     assert [f[0] for f in found[-3:]] == [20, 80, 100]

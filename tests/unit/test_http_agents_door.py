@@ -1,0 +1,236 @@
+"""The daemon's HTTP protocol answers a tool call the agents' door claims without any ASGI layer, in one write, and
+hands every other request to the ASGI app exactly as uvicorn would have: the whole body, in order, nothing lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import uvicorn
+from uvicorn.server import ServerState
+
+from mcphost.serve.http_app import Claim
+from mcphost.serve.http_server import CLAIM_LIMIT, _AgentsHttp
+
+BODY = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"call_tool_read","arguments":{}}}'
+
+
+def request(body: bytes = BODY, *, path: bytes = b"/mcp", version: bytes = b"1.1", extra: bytes = b"") -> bytes:
+    return (
+        b"POST " + path + b" HTTP/" + version + b"\r\nhost: 127.0.0.1:1\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body
+    )
+
+
+class Door:
+    """Claims every request it is offered, and answers each with what `answers` holds for it (or waits on `gate`)."""
+
+    def __init__(self) -> None:
+        self.offered: list[tuple[list[tuple[bytes, bytes]], bytes]] = []
+        self.gate: asyncio.Event | None = None
+        self.answer_body = b'{"jsonrpc":"2.0","id":7,"result":{}}'
+
+    def claim(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
+        self.offered.append((list(headers), body))
+        return Claim("session", (7, "call_tool_read", {}), None)
+
+    async def answer(self, claim: Claim, send: Any) -> bytes | None:
+        if self.gate is not None:
+            await self.gate.wait()
+        return self.answer_body
+
+
+class Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 1), "peername": ("127.0.0.1", 2)}.get(name, default)
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+class Asgi:
+    """The ASGI app behind the door: it notes each request it is handed, with its whole body, and answers 200 "asgi"."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, bytes]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.requests.append((scope["method"], scope["path"], body))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await send({"type": "http.response.body", "body": b"asgi"})
+
+
+def connect(door: Door | None) -> tuple[_AgentsHttp, Transport, Asgi, ServerState]:
+    app = Asgi()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, proxy_headers=False)
+    config.load()
+    state = ServerState()
+    state.default_headers = [(b"date", b"Thu, 26 Nov 2026 10:00:00 GMT")]
+    protocol_class: Any = type("Protocol", (_AgentsHttp,), {"door": door})
+    protocol = protocol_class(config=config, server_state=state, app_state={})
+    transport = Transport()
+    protocol.connection_made(transport)
+    return protocol, transport, app, state
+
+
+async def settle(state: ServerState) -> None:
+    while state.tasks:
+        await asyncio.gather(*state.tasks)
+    await asyncio.sleep(0)
+
+
+async def test_a_claimed_call_is_answered_past_the_asgi_app_in_one_write() -> None:
+    door = Door()
+    protocol, transport, app, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    [(headers, body)] = door.offered
+    assert body == BODY and (b"host", b"127.0.0.1:1") in headers
+    assert app.requests == []
+    answer = door.answer_body
+    assert transport.writes == [
+        b"HTTP/1.1 200 OK\r\ndate: Thu, 26 Nov 2026 10:00:00 GMT\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(answer)).encode() + b"\r\n\r\n" + answer
+    ]
+    assert not transport.closed and state.total_requests == 1
+
+
+async def test_a_call_cut_short_by_its_client_gets_an_empty_202() -> None:
+    door = Door()
+    door.answer_body = b""
+    protocol, transport, _, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    [written] = transport.writes
+    assert written.startswith(b"HTTP/1.1 202 Accepted\r\n") and written.endswith(b"content-length: 0\r\n\r\n")
+
+
+async def test_a_body_that_arrives_in_pieces_is_offered_whole() -> None:
+    door = Door()
+    protocol, _, _, state = connect(door)
+    whole = request()
+    for at in range(0, len(whole), 17):
+        protocol.data_received(whole[at : at + 17])
+    await settle(state)
+    assert [body for _, body in door.offered] == [BODY]
+
+
+async def test_a_chunked_body_is_offered_whole() -> None:
+    door = Door()
+    protocol, _, _, state = connect(door)
+    head = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:1\r\ntransfer-encoding: chunked\r\n\r\n"
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (BODY[:30], BODY[30:])) + b"0\r\n\r\n"
+    protocol.data_received(head + chunks)
+    await settle(state)
+    assert [body for _, body in door.offered] == [BODY]
+
+
+async def test_requests_the_door_is_never_offered_reach_the_asgi_app_whole() -> None:
+    not_offered = [
+        request(path=b"/mcp?x=1"),
+        request(path=b"/api/v1/activity"),
+        request(version=b"1.0"),
+        request(extra=b"connection: close\r\n"),
+        request(extra=b"expect: 100-continue\r\n"),
+    ]
+    for raw in not_offered:
+        door = Door()
+        protocol, transport, app, state = connect(door)
+        protocol.data_received(raw)
+        await settle(state)
+        assert door.offered == [], raw
+        assert [body for _, _, body in app.requests] == [BODY], raw
+        assert transport.writes[-1].endswith(b"asgi"), raw
+
+
+async def test_a_request_the_door_declines_reaches_the_asgi_app_whole() -> None:
+    door = Door()
+    door.claim = lambda headers, body: door.offered.append((headers, body))  # type: ignore[method-assign,func-returns-value]
+    protocol, transport, app, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    assert len(door.offered) == 1
+    assert app.requests == [("POST", "/mcp", BODY)]
+    assert b"".join(transport.writes).endswith(b"asgi")
+
+
+async def test_a_body_past_the_limit_goes_the_asgi_way_as_it_arrives() -> None:
+    door = Door()
+    protocol, _, app, state = connect(door)
+    big = b'{"pad":"' + b"x" * (CLAIM_LIMIT + 10) + b'"}'
+    protocol.data_received(request(big))
+    await settle(state)
+    assert door.offered == []
+    assert [body for _, _, body in app.requests] == [big]
+
+
+async def test_a_request_pipelined_behind_a_claimed_call_is_answered_after_it_in_order() -> None:
+    door = Door()
+    door.gate = asyncio.Event()
+    protocol, transport, app, state = connect(door)
+    protocol.data_received(request() + request(b"{}", path=b"/other"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert transport.writes == [] and app.requests == []  # the second waits for the first's answer
+    door.gate.set()
+    await settle(state)
+    await settle(state)
+    assert len(door.offered) == 1 and app.requests == [("POST", "/other", b"{}")]
+    assert transport.writes[0].endswith(door.answer_body) and transport.writes[-1].endswith(b"asgi")
+    assert state.total_requests == 2
+
+
+async def test_a_call_answered_after_the_server_began_to_stop_closes_its_connection() -> None:
+    door = Door()
+    door.gate = asyncio.Event()
+    protocol, transport, _, state = connect(door)
+    protocol.data_received(request())
+    await asyncio.sleep(0)
+    protocol.shutdown()
+    assert not transport.closed  # the call in flight is answered first
+    door.gate.set()
+    await settle(state)
+    [written] = transport.writes
+    assert b"\r\nconnection: close\r\n" in written and written.endswith(door.answer_body)
+    assert transport.closed
+
+
+async def test_a_client_gone_before_the_answer_gets_nothing_written() -> None:
+    door = Door()
+    door.gate = asyncio.Event()
+    protocol, transport, _, state = connect(door)
+    protocol.data_received(request())
+    await asyncio.sleep(0)
+    protocol.connection_lost(None)
+    door.gate.set()
+    await settle(state)
+    assert transport.writes == []
+
+
+async def test_without_a_door_every_request_is_uvicorns() -> None:
+    protocol, transport, app, state = connect(None)
+    protocol.data_received(request())
+    await settle(state)
+    assert app.requests == [("POST", "/mcp", BODY)]
+    assert transport.writes[-1].endswith(b"asgi")
