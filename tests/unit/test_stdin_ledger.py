@@ -152,3 +152,32 @@ async def test_a_full_ledger_asks_the_relay_to_read_it_and_loses_nothing() -> No
     assert [orjson.loads(line)["mcphost-answered"].split("-")[1] for line in lines] == [str(n) for n in range(2000)]
     os.close(ledger_r)
     os.close(ledger_w)
+
+
+def test_a_socket_is_peeked_at_whole_without_a_buffer_of_the_most_a_peek_may_see() -> None:
+    import socket
+    import tracemalloc
+
+    from mcphost.pipes import PEEK_FIRST, PEEK_MAX
+
+    agent, ours = socket.socketpair()
+    peeker = Peeker(ours.fileno())
+    try:
+        agent.sendall(request(1))
+        tracemalloc.start()
+        try:
+            assert peeker.peek() == request(1)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak <= 2 * PEEK_FIRST < PEEK_MAX
+        assert peeker.take(len(request(1))) == request(1)
+        big = b"x" * (PEEK_FIRST * 3)
+        agent.sendall(big)
+        assert peeker.peek() == big  # a first look that came back full looks again, at all of it
+        assert peeker.take(len(big)) == big
+        assert peeker.peek() is None
+    finally:
+        peeker.close()
+        agent.close()
+        ours.close()
