@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import signal
 import socket
 import sys
@@ -24,6 +25,7 @@ from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, Secrets, build_h
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 TICK_S = 1.0
+logger = logging.getLogger(__name__)
 
 
 class _OneWrite:
@@ -143,7 +145,10 @@ class _AgentsHttp(HttpToolsProtocol):
         if held is not None:
             self._held_body = None
             assert self.door is not None
-            self._claim = self.door.claim(self.headers, bytes(held))
+            try:
+                self._claim = self.door.claim(self.headers, bytes(held))
+            except Exception:  # raised in a parser callback it would end the connection unanswered
+                logger.exception("the agents' door failed on a request; it goes the ASGI way")
             try:
                 # The request's cycle and task, as uvicorn makes them; a claimed call's task answers it (below).
                 super().on_headers_complete()

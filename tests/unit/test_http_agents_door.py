@@ -175,6 +175,21 @@ async def test_a_request_the_door_declines_reaches_the_asgi_app_whole() -> None:
     assert b"".join(transport.writes).endswith(b"asgi")
 
 
+async def test_a_door_that_fails_leaves_the_request_to_the_asgi_app(caplog: Any) -> None:
+    door = Door()
+
+    def broken(headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
+        raise RuntimeError("a bug")
+
+    door.claim = broken  # type: ignore[method-assign]
+    protocol, transport, app, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    assert app.requests == [("POST", "/mcp", BODY)]
+    assert b"".join(transport.writes).endswith(b"asgi") and not transport.closed
+    assert "the agents' door failed" in caplog.text
+
+
 async def test_a_body_past_the_limit_goes_the_asgi_way_as_it_arrives() -> None:
     door = Door()
     protocol, _, app, state = connect(door)
