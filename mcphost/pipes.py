@@ -114,6 +114,19 @@ class TappedReader(asyncio.StreamReader):
         return data
 
 
+# What one read takes from a pipe or a socket. asyncio asks for 256 KiB, and a read allocates the buffer it asks for:
+# past glibc's mmap threshold (128 KiB until an allocation at start-up raises it, as importing the gateway happens to
+# do today) each read of a line costs an mmap, an mremap and a munmap, and the page faults after them. 64 KiB is what
+# a pipe holds unwidened; a larger message takes more reads, each far cheaper than its parse.
+READ_CHUNK = 64 * 1024
+
+
+def read_in_chunks(transport: asyncio.BaseTransport) -> None:
+    """Have asyncio's `transport` (a pipe's or a socket's reading end) read at most READ_CHUNK at a time."""
+    if hasattr(transport, "max_size"):
+        transport.max_size = READ_CHUNK
+
+
 @asynccontextmanager
 async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
     """asyncio streams over two pipe (or socket, or tty) fds, without threads; both closed on exit."""
@@ -122,6 +135,7 @@ async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.S
     out_file = os.fdopen(out_fd, "wb", buffering=0)
     reader = TappedReader(limit=MAX_LINE)
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
+    read_in_chunks(read_transport)
     write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
     try:
@@ -164,7 +178,9 @@ async def connect_passing_fd(
         sent = socket.send_fds(sock, [first], fd if isinstance(fd, list) else [fd])
         if sent < len(first):
             await loop.sock_sendall(sock, first[sent:])
-        return await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
+        read_in_chunks(writer.transport)
+        return reader, writer
     except BaseException:
         sock.close()
         raise
@@ -283,6 +299,7 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
             transport, protocol = await loop.create_unix_connection(
                 lambda: asyncio.StreamReaderProtocol(reader), sock=conn
             )
+            read_in_chunks(transport)
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         except BaseException:
             conn.close()

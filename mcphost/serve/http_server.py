@@ -20,6 +20,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from mcphost import discovery
 from mcphost.host import Host
+from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
 from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
@@ -104,6 +105,7 @@ class _AgentsHttp(HttpToolsProtocol):
     _claim: Claim | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
+        read_in_chunks(transport)
         self._one = _OneWrite(transport)
         super().connection_made(cast(asyncio.Transport, self._one))
 

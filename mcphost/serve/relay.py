@@ -53,6 +53,7 @@ from mcphost.pipes import (
     can_pass_fds,
     can_peek,
     connect_passing_fd,
+    read_in_chunks,
     widen_pipe,
 )
 from mcphost.serve.handoff import (
@@ -422,6 +423,7 @@ class _DaemonBackend:
                 self.handed_over = self.relay.answers_unseen = True
             else:
                 reader, writer = await asyncio.open_unix_connection(self.target.socket, limit=MAX_LINE)
+                read_in_chunks(writer.transport)
         except OSError as exc:
             raise _Lost(f"{self.target.name} takes no connections ({exc.strerror or exc})") from None
         try:

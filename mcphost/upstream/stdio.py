@@ -39,7 +39,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
 from mcphost.console import safe
-from mcphost.pipes import linux_libc, offered
+from mcphost.pipes import linux_libc, offered, read_in_chunks
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
 
@@ -412,6 +412,7 @@ async def stdio_transport(
     assert stdout_pipe is not None
     inner = cast(asyncio.Protocol, stdout_pipe.get_protocol())
     stdout_pipe.set_protocol(_StdoutPipe(tapped, inner, tap, max_message_bytes))
+    read_in_chunks(stdout_pipe)
 
     async def read_stdout() -> None:
         delivering = True

@@ -9,6 +9,7 @@ from typing import Any
 import uvicorn
 from uvicorn.server import ServerState
 
+from mcphost.pipes import READ_CHUNK
 from mcphost.serve.http_app import Claim
 from mcphost.serve.http_server import CLAIM_LIMIT, _AgentsHttp
 
@@ -41,6 +42,8 @@ class Door:
 
 
 class Transport(asyncio.Transport):
+    max_size = 256 * 1024  # asyncio's socket transports read this much at a time
+
     def __init__(self) -> None:
         super().__init__()
         self.writes: list[bytes] = []
@@ -114,6 +117,7 @@ async def test_a_claimed_call_is_answered_past_the_asgi_app_in_one_write() -> No
         b"content-length: " + str(len(answer)).encode() + b"\r\n\r\n" + answer
     ]
     assert not transport.closed and state.total_requests == 1
+    assert transport.max_size == READ_CHUNK  # a read allocates what it asks for: 256 KiB is an mmap a call
 
 
 async def test_a_call_cut_short_by_its_client_gets_an_empty_202() -> None:

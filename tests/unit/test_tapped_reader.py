@@ -111,3 +111,28 @@ async def test_a_tap_that_fails_leaves_the_line_to_its_reader() -> None:
     waiting = await _waiting(reader)
     reader.feed_data(b"kept\n")
     assert await within(waiting) == b"kept\n" and not reader.declined
+
+
+async def test_an_agents_input_is_read_without_asyncios_256_kib_buffer() -> None:
+    # A read allocates the buffer it asks for: 256 KiB, past malloc's mmap threshold, is an mmap and a munmap a call.
+    import os
+    import tracemalloc
+
+    from mcphost.pipes import READ_CHUNK, pipe_streams
+
+    agent_r, agent_w = os.pipe()
+    ours_r, ours_w = os.pipe()
+    async with pipe_streams(agent_r, ours_w) as (reader, _):
+        os.write(agent_w, b'{"id":0}\n')
+        assert await within(reader.readuntil(b"\n")) == b'{"id":0}\n'
+        tracemalloc.start()
+        try:
+            for n in range(1, 4):
+                os.write(agent_w, b'{"id":%d}\n' % n)
+                assert await within(reader.readuntil(b"\n")) == b'{"id":%d}\n' % n
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    for fd in (agent_w, ours_r):
+        os.close(fd)
+    assert peak < 2 * READ_CHUNK < 256 * 1024

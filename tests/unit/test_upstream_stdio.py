@@ -168,3 +168,21 @@ async def test_an_answer_the_tap_fails_to_take_still_reaches_its_call(monkeypatc
         answer = await lane.request("tools/call", {"name": "at_once"}, within=10)
     assert failures and answer["result"]["isError"] is False
     assert len(read) == 1  # by way of the reader
+
+
+async def test_an_upstreams_answers_are_read_without_asyncios_256_kib_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read allocates the buffer it asks for: 256 KiB, past malloc's mmap threshold, is an mmap and a munmap a call.
+    import tracemalloc
+
+    from mcphost.pipes import READ_CHUNK
+
+    async with _server(monkeypatch) as (lane, _, _):
+        await lane.request("tools/call", {"name": "at_once"}, within=10)
+        tracemalloc.start()
+        try:
+            for _ in range(3):
+                await lane.request("tools/call", {"name": "at_once"}, within=10)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 2 * READ_CHUNK < 256 * 1024
