@@ -342,12 +342,9 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
 
 # ---- reading what a stream holds before taking it
 
-# The most a peek looks at: what a pipe can hold once widened (Linux's unprivileged maximum).
+# The most a peek looks at: what a pipe can hold once widened (Linux's unprivileged maximum). A socket is peeked at
+# READ_CHUNK first, and at this only when that comes back full (a receive allocates what it asks for: see READ_CHUNK).
 PEEK_MAX = 1024 * 1024
-# A socket is peeked at this much first, and at PEEK_MAX only when that comes back full: a receive allocates the
-# buffer it asks for, and one past malloc's mmap threshold costs an mmap, an mremap and a munmap (20 µs here) for a
-# line of a few hundred bytes, on every call an agent makes.
-PEEK_FIRST = 64 * 1024
 _F_SETPIPE_SZ = 1031
 _SPLICE_F_NONBLOCK = 2
 
@@ -406,8 +403,8 @@ class Peeker:
         """What the stream holds now (b"": its end, nothing left), or None when it holds nothing yet."""
         if self._sock is not None:
             try:
-                data = self._sock.recv(PEEK_FIRST, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-                if len(data) == PEEK_FIRST:
+                data = self._sock.recv(READ_CHUNK, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                if len(data) == READ_CHUNK:
                     data = self._sock.recv(PEEK_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
                 return data
             except (BlockingIOError, InterruptedError):

@@ -147,16 +147,18 @@ class _AgentsHttp(HttpToolsProtocol):
         if held is not None:
             self._held_body = None
             assert self.door is not None
+            claim = None
             try:
-                self._claim = self.door.claim(self.headers, bytes(held))
+                claim = self.door.claim(self.headers, bytes(held))
             except Exception:  # raised in a parser callback it would end the connection unanswered
                 logger.exception("the agents' door failed on a request; it goes the ASGI way")
+            self._claim = claim
             try:
                 # The request's cycle and task, as uvicorn makes them; a claimed call's task answers it (below).
                 super().on_headers_complete()
             finally:
                 self._claim = None
-            if held:
+            if held and claim is None:  # the ASGI app reads it; a claimed call has it already
                 super().on_body(bytes(held))
         super().on_message_complete()
 

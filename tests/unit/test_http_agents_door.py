@@ -220,12 +220,18 @@ async def test_a_request_pipelined_behind_a_claimed_call_is_answered_after_it_in
     assert state.total_requests == 2
 
 
-async def test_a_call_answered_after_the_server_began_to_stop_closes_its_connection() -> None:
+async def call_in_flight() -> tuple[Door, _AgentsHttp, Transport, ServerState]:
+    """A claimed call whose answer waits on its door's gate."""
     door = Door()
     door.gate = asyncio.Event()
     protocol, transport, _, state = connect(door)
     protocol.data_received(request())
     await asyncio.sleep(0)
+    return door, protocol, transport, state
+
+
+async def test_a_call_answered_after_the_server_began_to_stop_closes_its_connection() -> None:
+    door, protocol, transport, state = await call_in_flight()
     protocol.shutdown()
     assert not transport.closed  # the call in flight is answered first
     door.gate.set()
@@ -236,11 +242,7 @@ async def test_a_call_answered_after_the_server_began_to_stop_closes_its_connect
 
 
 async def test_a_client_gone_before_the_answer_gets_nothing_written() -> None:
-    door = Door()
-    door.gate = asyncio.Event()
-    protocol, transport, _, state = connect(door)
-    protocol.data_received(request())
-    await asyncio.sleep(0)
+    door, protocol, transport, state = await call_in_flight()
     protocol.connection_lost(None)
     door.gate.set()
     await settle(state)

@@ -158,7 +158,7 @@ def test_a_socket_is_peeked_at_whole_without_a_buffer_of_the_most_a_peek_may_see
     import socket
     import tracemalloc
 
-    from mcphost.pipes import PEEK_FIRST, PEEK_MAX
+    from mcphost.pipes import PEEK_MAX, READ_CHUNK
 
     agent, ours = socket.socketpair()
     peeker = Peeker(ours.fileno())
@@ -170,9 +170,9 @@ def test_a_socket_is_peeked_at_whole_without_a_buffer_of_the_most_a_peek_may_see
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        assert peak <= 2 * PEEK_FIRST < PEEK_MAX
+        assert peak <= 2 * READ_CHUNK < PEEK_MAX
         assert peeker.take(len(request(1))) == request(1)
-        big = b"x" * (PEEK_FIRST * 3)
+        big = b"x" * (READ_CHUNK * 3)
         agent.sendall(big)
         assert peeker.peek() == big  # a first look that came back full looks again, at all of it
         assert peeker.take(len(big)) == big
