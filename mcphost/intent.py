@@ -53,6 +53,10 @@ _VARIANT_OPERATION = {
     ToolVariant.DESTRUCTIVE: OperationType.DESTRUCTIVE,
 }
 _OPERATION_VARIANT = {op: variant for variant, op in _VARIANT_OPERATION.items()}
+# Members by value, for the per-call path: `ToolVariant(value)` runs two frames of the enum machinery's Python.
+VARIANTS_BY_VALUE: dict[str, ToolVariant] = {str(variant): variant for variant in ToolVariant}
+_OPERATIONS_BY_VALUE: dict[str, OperationType] = {str(op): op for op in OperationType}
+_SENSITIVITIES_BY_VALUE: dict[str, DataSensitivity] = {str(level): level for level in DataSensitivity}
 
 FLAT_INTENT_KEYS = ("intent_operation_type", "intent_data_sensitivity", "intent_reason")
 
@@ -64,9 +68,10 @@ class IntentDeclaration:
     reason: str | None = None
 
     def to_dict(self) -> dict[str, str]:
-        out = {"operation_type": self.operation_type.value}
+        # str() of a StrEnum is its value, without `.value`'s Python-level property: every call makes this dict.
+        out = {"operation_type": str(self.operation_type)}
         if self.data_sensitivity is not None:
-            out["data_sensitivity"] = self.data_sensitivity.value
+            out["data_sensitivity"] = str(self.data_sensitivity)
         if self.reason is not None:
             out["reason"] = self.reason
         return out
@@ -141,10 +146,7 @@ def parse_intent(raw: Any, variant: ToolVariant) -> IntentDeclaration:
     op = raw.get("operation_type")
     if op is None or op == "":
         raise _error(ErrorCode.MISSING_OPERATION_TYPE, "intent.operation_type is required", variant)
-    try:
-        operation = OperationType(op) if isinstance(op, str) else None
-    except ValueError:
-        operation = None
+    operation = _OPERATIONS_BY_VALUE.get(op) if isinstance(op, str) else None
     if operation is None:
         raise _error(
             ErrorCode.INVALID_OPERATION_TYPE,
@@ -156,10 +158,7 @@ def parse_intent(raw: Any, variant: ToolVariant) -> IntentDeclaration:
     sens_raw = raw.get("data_sensitivity")
     sensitivity: DataSensitivity | None = None
     if sens_raw is not None and sens_raw != "":
-        try:
-            sensitivity = DataSensitivity(sens_raw) if isinstance(sens_raw, str) else None
-        except ValueError:
-            sensitivity = None
+        sensitivity = _SENSITIVITIES_BY_VALUE.get(sens_raw) if isinstance(sens_raw, str) else None
         if sensitivity is None:
             raise _error(
                 ErrorCode.INVALID_SENSITIVITY,

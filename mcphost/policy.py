@@ -507,4 +507,4 @@ def decide(
     rule = first_rule(rules, call, resolve) if rules else None
     if rule is not None:
         return PolicyDecision(rule.action, rule.key, rule.reason)
-    return PolicyDecision(policy.for_variant(call.variant), f"permissions.{call.variant.operation.value}")
+    return PolicyDecision(policy.for_variant(call.variant), f"permissions.{call.variant.operation}")

@@ -187,6 +187,8 @@ class ActivityRecord(_Open):
         return self.encode()[1]
 
 
+_TOOL_CALL = str(RecordType.TOOL_CALL)  # every call's record: without `.value`'s Python-level property
+
 # Made by mcphost alone (ULIDs, RFC 3339 times, enum values, numbers): nothing from outside reaches them.
 _OWN_FIELDS = frozenset(
     {"id", "timestamp", "type", "status", "duration_ms", "request_bytes", "response_bytes", "started_id", "forwarded"}
@@ -230,7 +232,7 @@ class CallRecord:
     def __init__(self, tool_variant: str, session_id: str | None = None, client: str | None = None) -> None:
         self.id = ""  # stamped when written: the file stays in time order however long calls take
         self.timestamp = ""
-        self.type: str = RecordType.TOOL_CALL.value
+        self.type: str = _TOOL_CALL
         self.server: str | None = None
         self.tool: str | None = None
         self.status: str | None = None

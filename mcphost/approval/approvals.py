@@ -41,7 +41,7 @@ from mcphost.approval.prompt import (
 )
 from mcphost.config import LoadedConfig
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.intent import ToolVariant, stricter_variant
+from mcphost.intent import VARIANTS_BY_VALUE, ToolVariant, stricter_variant
 from mcphost.policy import (
     Action,
     DecidedBy,
@@ -151,14 +151,14 @@ class Approvals:
         policy = loaded.config.permissions.to_policy()
         # The stricter of what the agent declared and what the server says: a tool the server does not mark
         # read-only is no read, whichever variant it is called through (strict validation aside, which rejects).
-        governing = stricter_variant(facts.variant, ToolVariant(facts.call_with))
+        governing = stricter_variant(facts.variant, VARIANTS_BY_VALUE[facts.call_with])
         subject = RuleSubject(governing, facts.server, facts.tool, facts.client, facts.arguments)
         verdict = decide(policy, subject, loaded.config.compiled_rules, self.resolve_path)
         key = verdict.rule
         details: dict[str, Any] = {
-            "variant": facts.variant.value,
+            "variant": str(facts.variant),
             "tool": facts.qualified,
-            "policy": verdict.action.value,
+            "policy": str(verdict.action),
         }
         escalated: list[str] = []
         if governing is not facts.variant:
@@ -172,9 +172,10 @@ class Approvals:
             )
 
         def decision(by: DecidedBy, outcome: str, **extra: Any) -> Decision:
+            # The members themselves: the model keeps their values as plain str, without `.value`'s property call.
             return Decision(
-                by=by.value,
-                action=verdict.action.value,
+                by=by,
+                action=verdict.action,
                 outcome=outcome,
                 rule=verdict.rule,
                 reason=verdict.reason,

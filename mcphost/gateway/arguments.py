@@ -89,7 +89,7 @@ def split_name(name: Any, variant: ToolVariant) -> tuple[str, str]:
 
 
 def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, Any]:
-    details = {"variant": variant.value}
+    details = {"variant": str(variant)}
     unknown = sorted(set(arguments) - CALL_KEYS)
     if unknown:
         raise GatewayError(

@@ -388,14 +388,22 @@ class _Calls:
         self._running: dict[asyncio.Task[None], CallCut] = {}
 
     def start(self, call: CallCut) -> None:
-        task = call.task = asyncio.get_running_loop().create_task(call.run())
+        task = call.task = asyncio.get_running_loop().create_task(self._run(call))
         self._running[task] = call
-        task.add_done_callback(self._finished)
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            logger.error("a call failed outside its own handling", exc_info=exc)
+    async def _run(self, call: CallCut) -> None:
+        # The call's bookkeeping at its end is done in its task: a done callback costs every call a turn of the loop.
+        call.started = True
+        try:
+            if call.cut and call.task is not None:
+                call.task.cancel()  # cut before it started: cut at its first wait, and recorded as cut short
+            if call.job is not None:
+                await call.job(call)
+        except Exception:
+            logger.exception("a call failed outside its own handling")
+        finally:
+            if call.task is not None:
+                del self._running[call.task]
 
     def cancel(self) -> None:
         for call in self._running.values():
@@ -450,13 +458,6 @@ class CallCut:
         self.cut = True
         if self.started and self.task is not None:
             self.task.cancel()
-
-    async def run(self) -> None:
-        self.started = True
-        if self.cut and self.task is not None:
-            self.task.cancel()
-        if self.job is not None:
-            await self.job(self)
 
 
 async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes, bool] | None:

@@ -196,11 +196,6 @@ class LaneTimeout(TimeoutError):
     """No answer within the time the request was given."""
 
 
-def _expire(answer: asyncio.Future[Any]) -> None:
-    if not answer.done():
-        answer.set_exception(LaneTimeout())
-
-
 RAW_ID_PREFIX = "mcphost-raw-"
 _RAW_ID_NEEDLE = b'"' + RAW_ID_PREFIX.encode()
 
@@ -223,6 +218,12 @@ class RawLane:
         self._closed: str | None = None
         # The `_meta` every request carries on a 2026-era connection (set once the connection knows its revision).
         self.envelope: dict[str, Any] | None = None
+        # When each request given a time limit runs out, watched by one timer set for the earliest: a timer per
+        # call (its handle made, pushed on the loop's heap, cancelled, popped) cost more frames than the rest of
+        # the lane's bookkeeping.
+        self._deadlines: dict[str, float] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_at = 0.0
 
     async def request(
         self,
@@ -233,8 +234,8 @@ class RawLane:
     ) -> dict[str, Any] | MessageTooLarge:
         """The server's JSON-RPC response to `method` (a dict with "result" or "error"), or the MessageTooLarge
         that stood in for it. Cancelled, or unanswered `within` that many seconds (LaneTimeout), it tells the server
-        (notifications/cancelled) as the SDK does. The time limit is a timer on the answer, not a cancel scope: a
-        call pays for one timer, and waits under a scope only for a server that stops reading its input.
+        (notifications/cancelled) as the SDK does. The time limit is a deadline on the answer, not a cancel scope:
+        a call waits under a scope only for a server that stops reading its input.
         `meanwhile` runs once the request is out, while the server works on it."""
         if self._closed is not None:
             raise LaneClosed(self._closed)
@@ -244,14 +245,14 @@ class RawLane:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any] | MessageTooLarge] = loop.create_future()
         self._pending[request_id] = answer
-        timer = loop.call_later(within, _expire, answer) if within is not None else None
+        deadline = None if within is None else self._watch(request_id, loop.time() + within, loop)
         try:
             self._stdin.write(
                 orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + b"\n"
             )
             transport = self._stdin.transport
-            if timer is not None and transport.get_write_buffer_size() and not transport.is_closing():
-                with anyio.fail_after(max(0.0, timer.when() - loop.time())):
+            if deadline is not None and transport.get_write_buffer_size() and not transport.is_closing():
+                with anyio.fail_after(max(0.0, deadline - loop.time())):
                     await self._stdin.drain()
             else:
                 await self._stdin.drain()
@@ -268,8 +269,31 @@ class RawLane:
             raise
         finally:
             self._pending.pop(request_id, None)
-            if timer is not None:
-                timer.cancel()
+            if deadline is not None:
+                del self._deadlines[request_id]
+
+    def _watch(self, request_id: str, deadline: float, loop: asyncio.AbstractEventLoop) -> float:
+        self._deadlines[request_id] = deadline
+        if self._sweep is None or deadline < self._sweep_at:
+            if self._sweep is not None:
+                self._sweep.cancel()
+            self._sweep, self._sweep_at = loop.call_at(deadline, self._expire_due, loop), deadline
+        return deadline
+
+    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail the requests whose time is up with LaneTimeout; set the timer for the next deadline, if any."""
+        # Due: every deadline up to the one this timer was set for (the loop may run it a clock tick early).
+        due, self._sweep = max(self._sweep_at, loop.time()), None
+        after: float | None = None
+        for request_id, deadline in self._deadlines.items():
+            if deadline > due:
+                after = deadline if after is None else min(after, deadline)
+                continue
+            answer = self._pending.get(request_id)
+            if answer is not None and not answer.done():
+                answer.set_exception(LaneTimeout())
+        if after is not None:
+            self._sweep, self._sweep_at = loop.call_at(after, self._expire_due, loop), after
 
     def take(self, line: bytes) -> bool:
         """Whether `line` answers a lane request (then it is delivered here, not to the session)."""
@@ -305,6 +329,9 @@ class RawLane:
 
     def close(self, reason: str) -> None:
         self._closed = reason
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for answer in self._pending.values():
             if not answer.done():
                 answer.set_exception(LaneClosed(reason))

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,52 @@ def test_records_are_whole_lines_under_concurrent_appends(tmp_path: Path) -> Non
     records = [json.loads(line) for line in lines]
     assert len({r["id"] for r in records}) == 800
     assert (tmp_path / "activity.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_threads_waiting_on_one_fsync_are_all_woken_and_share_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Group commit across threads: while one thread's fdatasync runs, the others wait for it and are woken by it; a
+    # waiter left asleep would hang, and one fsync per record would mean nothing was shared.
+    log = ActivityLog(tmp_path / "activity.jsonl", LogSettings(fsync=True))
+    asleep = threading.Semaphore(0)
+
+    class Noted(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            asleep.release()
+            return super().wait(timeout)
+
+    log._sync = Noted(log._sync_lock)
+    real, syncs = os.fdatasync, []
+    first_running = threading.Event()
+
+    def slow_fdatasync(fd: int) -> None:
+        syncs.append(fd)
+        if len(syncs) == 1:
+            first_running.set()
+            for _ in range(8):  # until the other eight have appended and wait on this fsync
+                assert asleep.acquire(timeout=10)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    results: list[bool] = []
+
+    def writer(n: int) -> None:
+        if n:
+            first_running.wait(timeout=10)
+        seq = log.append(ActivityRecord(server=f"s{n}", tool="t", status="success"))
+        assert seq is not None
+        results.append(log.sync_through(seq))
+
+    threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(9)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads)
+    assert results == [True] * 9
+    assert len(syncs) == 2  # the first thread's own, and one for the eight written while it ran
 
 
 def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@ answers taken as they arrive."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -186,3 +187,74 @@ async def test_an_upstreams_answers_are_read_without_asyncios_256_kib_buffer(mon
         finally:
             tracemalloc.stop()
     assert peak < 2 * READ_CHUNK < 256 * 1024
+
+
+# ---- the lane's time limits: one timer, set for the earliest deadline
+
+
+class _Stdin:
+    """What a lane writes its requests to: every line kept, the OS taking each whole."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.transport = self
+
+    def write(self, data: bytes) -> None:
+        self.lines.append(json.loads(data))
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    async def drain(self) -> None:
+        return None
+
+
+async def test_each_request_fails_at_its_own_deadline_and_one_answered_in_time_never_does() -> None:
+    stdin = _Stdin()
+    lane = RawLane(stdin)  # type: ignore[arg-type]
+    failed: dict[str, float] = {}
+    answered: dict[str, Any] = {}
+    start = anyio.current_time()
+
+    async def ask(name: str, within: float) -> None:
+        try:
+            answered[name] = await lane.request("tools/call", {"name": name}, within=within)
+        except stdio.LaneTimeout:
+            failed[name] = anyio.current_time() - start
+
+    with anyio.fail_after(10):  # a deadline that is never watched would hang here
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "late", 0.4)
+            await anyio.lowlevel.checkpoint()
+            tg.start_soon(ask, "early", 0.1)  # asked after "late", due before it: the timer is set again, sooner
+            tg.start_soon(ask, "answered", 0.2)
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+            answered_id = next(line["id"] for line in stdin.lines if line["params"]["name"] == "answered")
+            assert lane.take(json.dumps({"jsonrpc": "2.0", "id": answered_id, "result": {"content": []}}).encode())
+    assert set(failed) == {"early", "late"}
+    assert 0.1 <= failed["early"] < 0.4 <= failed["late"]
+    assert answered == {"answered": {"jsonrpc": "2.0", "id": answered_id, "result": {"content": []}}}
+    # Each failed request was called off at the server, as the SDK does; the answered one was not.
+    cancelled = [line["params"]["requestId"] for line in stdin.lines if line.get("method") == "notifications/cancelled"]
+    assert answered_id not in cancelled and len(cancelled) == 2
+
+
+async def test_a_deadline_after_a_quiet_spell_still_fires() -> None:
+    # The timer set for a request answered long ago finds nothing due; a later request's deadline is watched anew.
+    stdin = _Stdin()
+    lane = RawLane(stdin)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+
+        async def answer_first() -> None:
+            await anyio.lowlevel.checkpoint()
+            lane.take(json.dumps({"jsonrpc": "2.0", "id": stdin.lines[0]["id"], "result": {}}).encode())
+
+        tg.start_soon(answer_first)
+        assert "result" in await lane.request("ping", {}, within=0.05)
+    await anyio.sleep(0.1)
+    with anyio.fail_after(10), pytest.raises(stdio.LaneTimeout):
+        await lane.request("ping", {}, within=0.05)
