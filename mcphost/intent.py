@@ -135,7 +135,7 @@ def parse_intent(raw: Any, variant: ToolVariant) -> IntentDeclaration:
                 f'{exc.msg}); send intent as {{"operation_type": "{variant.operation.value}"}}',
                 variant,
             ) from None
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict, nearly always: no ABC check
         raise _error(
             ErrorCode.MISSING_OPERATION_TYPE,
             f"intent.operation_type is required (intent must be an object such as "

@@ -103,8 +103,11 @@ class UpstreamManager:
     async def wait_ready(self, limit_s: float, names: list[str] | None = None) -> None:
         """Wait until every (named) server has connected or failed once, so a first search sees real tools."""
         targets = [self.servers[n] for n in (names or list(self.servers)) if n in self.servers]
-        if all(server.first_attempt_done for server in targets):
-            return  # the hot path: after startup this costs nothing per call
+        for server in targets:  # not all(generator): the hot path, after start-up, with no frame of its own
+            if not server.first_attempt_done:
+                break
+        else:
+            return
         with anyio.move_on_after(limit_s):
             for server in targets:
                 await server.wait_first_attempt(limit_s)
