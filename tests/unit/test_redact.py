@@ -726,6 +726,31 @@ def test_a_settled_record_whose_decision_changed_writes_the_new_one() -> None:
     assert json.loads(call.encode_line()[0])["decision"]["outcome"] == "expired"
 
 
+def test_a_calls_line_is_looked_at_for_secrets_in_every_field_but_mcphosts_own() -> None:
+    # The short way looks only at what outsiders may have written; a field in neither set would go unlooked at.
+    from mcphost.activity.record import _OUTSIDERS, _OWN_FIELDS, Decision
+
+    everything: dict[str, Any] = {name: "x" for name in _CALL_FIELDS}
+    everything |= {"decision": Decision(by="policy", action="allow", outcome="allow"), "warnings": ["w"]}
+    everything |= {"duration_ms": 1.5, "arguments": {"a": 1}, "request_bytes": 7, "response_bytes": 9}
+    everything |= {"intent": {"operation_type": "read"}, "error": {"code": "C", "message": "m"}, "forwarded": True}
+    everything |= {"annotations": {"readOnlyHint": True}, "call_with": "call_tool_read"}
+    call, _ = _call_records(everything)
+    assert set(call.as_dict()) == set(_OUTSIDERS) | _OWN_FIELDS
+    assert not set(_OUTSIDERS) & _OWN_FIELDS
+
+
+@pytest.mark.parametrize("field", ["server", "tool", "warnings", "arguments_preview", "response_preview", "client"])
+def test_a_secret_in_any_one_field_of_a_calls_record_is_redacted(field: str) -> None:
+    # One hostile field at a time, the rest plain: no other field's secret can send the record the long way for it.
+    secret = FAKES["github_fine_grained"]()
+    fields: dict[str, Any] = {"server": "probe", "tool": "t", "arguments": {"text": "x"}, "session_id": "s"}
+    fields[field] = [f"see {secret}"] if field == "warnings" else f"see {secret}"
+    call, _ = _call_records(fields)
+    line = call.encode_line()[0].decode()
+    assert secret not in line and "[REDACTED" in line
+
+
 def test_a_calls_record_too_deep_to_write_keeps_what_it_can_and_says_why() -> None:
     deep: Any = "x"
     for _ in range(1200):
