@@ -13,6 +13,28 @@ _SHIFTS = tuple(range(120, -1, -10))  # 26 characters: the top pair holds the 12
 
 _last_id = [0, 0]  # (ms, random part) of this process's last id
 _id_lock = threading.Lock()
+# Random bytes drawn 4 KiB at a time: one getrandom for 409 ids instead of one for each record.
+_POOL_SIZE = 4096
+_pool = b""
+_pool_at = 0
+
+
+def _forget_pool() -> None:
+    global _pool, _pool_at
+    _pool, _pool_at = b"", 0  # a forked child draws its own: two processes must never share random parts
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _random_80() -> int:
+    """80 random bits from the pool; the caller holds `_id_lock`."""
+    global _pool, _pool_at
+    if _pool_at + 10 > len(_pool):
+        _pool, _pool_at = os.urandom(_POOL_SIZE), 0
+    at = _pool_at
+    _pool_at = at + 10
+    return int.from_bytes(_pool[at : at + 10], "big")
 
 
 def new_record_id(now_ms: int | None = None) -> str:
@@ -26,7 +48,7 @@ def new_record_id(now_ms: int | None = None) -> str:
         if now_ms is None and ms <= _last_id[0]:
             ms, rand = _last_id[0], (_last_id[1] + 1) & ((1 << 80) - 1)
         else:
-            rand = int.from_bytes(os.urandom(10), "big")
+            rand = _random_80()
         if now_ms is None:
             _last_id[0], _last_id[1] = ms, rand
     value = (ms << 80) | rand

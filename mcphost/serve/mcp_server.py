@@ -313,6 +313,7 @@ class DirectCalls:
         self._running: dict[str, CallCut] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ask_ids = itertools.count()
+        self._made_context: CallContext | None = None  # what every call of the session shares, made once it opens
 
     @classmethod
     def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Outbox], DirectCalls]:
@@ -331,6 +332,7 @@ class DirectCalls:
                 self._client = client_name(params.get("clientInfo"))
                 capabilities = params.get("capabilities")
                 self._elicits = isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
+                self._made_context = None
         elif method == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict):
@@ -361,9 +363,11 @@ class DirectCalls:
         return taken
 
     def _context(self) -> CallContext:
-        return CallContext(
-            session_id=self._session_id, client=self._client, elicit=self._ask if self._elicits else None
-        )
+        made = self._made_context
+        if made is None:
+            elicit = self._ask if self._elicits else None
+            made = self._made_context = CallContext(session_id=self._session_id, client=self._client, elicit=elicit)
+        return made
 
     def _answered(self, message: dict[str, Any]) -> bool:
         return answered(self._asked, message)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -52,6 +53,24 @@ def test_record_ids_sort_by_time() -> None:
     ids = [new_record_id(ms) for ms in (1, 2, 1_000_000, 2**47)]
     assert ids == sorted(ids)
     assert len(set(new_record_id(5) for _ in range(100))) == 100
+    # Drawn from a pool of random bytes, refilled as it runs out: ids stay distinct across many refills.
+    assert len({new_record_id(5) for _ in range(5000)}) == 5000
+
+
+def test_a_forked_process_draws_record_ids_of_its_own() -> None:
+    # The random part comes from a pool in memory; a child sharing its parent's would write the same ids.
+    new_record_id(5)  # the pool is filled
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.write(write_end, new_record_id(5).encode())
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    child = os.read(read_end, 64).decode()
+    os.close(read_end)
+    assert status == 0 and len(child) == 26
+    assert child != new_record_id(5)
 
 
 @pytest.mark.parametrize(
