@@ -95,7 +95,7 @@ def install() -> None:
     at_entry(HttpToolsProtocol, "data_received", "recv")
     after_return(http_app.AgentsDoor, "claim", "claimed")
     at_entry(http_server._AgentsHttp, "_answer", "line")
-    after_await(http_app.AgentsDoor, "answer", "reply")
+    after_await(http_app.CallShortcut, "answer", "reply")
     at_entry(http_server._OneWrite, "write_whole", "body")
 
     # The relay writes the line to the daemon (stamped before the write: the daemon may read it at once).

@@ -8,8 +8,8 @@ import hmac
 import math
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,7 +148,7 @@ def security_settings(port: int) -> TransportSecuritySettings:
     )
 
 
-_JSON_AND_STREAM = (b"application/json", b"text/event-stream")
+_JSON, _STREAM = b"application/json", b"text/event-stream"
 _SESSION = SESSION_HEADER.encode()
 _VERSION = VERSION_HEADER.encode()
 
@@ -185,7 +185,7 @@ class CallShortcut:
         if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
         accept = raw_accept or b""
-        if not all(kind in accept for kind in _JSON_AND_STREAM):
+        if _JSON not in accept or _STREAM not in accept:
             return None
         transport = self.manager._server_instances.get(session)
         if transport is None or transport.is_terminated or not self.calls.knows(session):
@@ -267,13 +267,17 @@ class CallShortcut:
             await send({"type": "http.response.body", "body": event, "more_body": True})
 
         request_id, name, arguments = claim.call
-        with _held(claim.transport):
+        held = _hold(claim.transport)
+        try:
             response = await self.calls.answer(claim.session, request_id, name, arguments, emit)
             if streaming:
                 if response is not None:
                     await emit(response)
                 await send({"type": "http.response.body", "body": b""})
                 return None
+        finally:
+            if held:
+                _release(claim.transport)
         return b"" if response is None else dump_line(response).rstrip(b"\n")
 
 
@@ -287,6 +291,8 @@ class AgentsDoor:
         self._loopback = loopback
         self._guard = guard
         self._shortcut = shortcut
+        # What answers a claimed call: the shortcut's own, with no coroutine of this class's in between.
+        self.answer: Callable[[Claim, Send], Awaitable[bytes | None]] = shortcut.answer
 
     def claim(self, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> Claim | None:
         """The tool call in a POST to /mcp with these headers (names in lower case) and this body, if the shortcut
@@ -297,10 +303,6 @@ class AgentsDoor:
         if session is None or not self._loopback.admits(host, origin) or not self._guard.admits(authorization):
             return None
         return self._shortcut.claim(session.decode("latin-1"), version, accept, shortcut_message(body))
-
-    async def answer(self, claim: Claim, send: Send) -> bytes | None:
-        """`CallShortcut.answer`."""
-        return await self._shortcut.answer(claim, send)
 
 
 async def _body(receive: Receive) -> bytes:
@@ -329,23 +331,22 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-@contextmanager
-def _held(transport: Any) -> Iterator[None]:
-    """The session counts the call as a request in flight, as the SDK's transport counts its own: a session used
-    only for tool calls must not idle out under its agent."""
-    idle, timeout = transport.idle_scope, getattr(transport, "_idle_timeout", None)
-    if idle is None or timeout is None:
-        yield
-        return
+def _hold(transport: Any) -> bool:
+    """Count a call as a request in flight in its session, as the SDK's transport counts its own (a session used only
+    for tool calls must not idle out under its agent); whether it was counted, for `_release`. Two plain calls, not a
+    context manager: a generator's frames on every call."""
+    if transport.idle_scope is None or getattr(transport, "_idle_timeout", None) is None:
+        return False
     transport._requests_in_flight += 1
-    idle.deadline = math.inf
-    try:
-        yield
-    finally:
-        transport._requests_in_flight -= 1
-        if not transport._requests_in_flight:
-            # The loop's clock is anyio's on asyncio; asking anyio for it looks up which library runs, every call.
-            idle.deadline = asyncio.get_running_loop().time() + timeout
+    transport.idle_scope.deadline = math.inf
+    return True
+
+
+def _release(transport: Any) -> None:
+    transport._requests_in_flight -= 1
+    if not transport._requests_in_flight:
+        # The loop's clock is anyio's on asyncio; asking anyio for it looks up which library runs, every call.
+        transport.idle_scope.deadline = asyncio.get_running_loop().time() + transport._idle_timeout
 
 
 def build_http_app(

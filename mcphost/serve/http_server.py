@@ -184,7 +184,8 @@ class _AgentsHttp(HttpToolsProtocol):
             return
         cycle.response_started = True
         head = [STATUS_LINE[200 if body else 202]]
-        head.extend(b"%s: %s\r\n" % pair for pair in cycle.default_headers)
+        for pair in cycle.default_headers:  # a loop, not a generator: no frames of its own
+            head.append(b"%s: %s\r\n" % pair)
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
         if not cycle.keep_alive:  # the server began to stop while the call ran
             head.append(b"connection: close\r\n")
