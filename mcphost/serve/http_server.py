@@ -26,6 +26,7 @@ from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, Secrets, build_h
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 TICK_S = 1.0
+_CLOCK_SLACK = 0.001  # the loop runs a timer up to a clock tick early
 logger = logging.getLogger(__name__)
 
 
@@ -103,11 +104,52 @@ class _AgentsHttp(HttpToolsProtocol):
     door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
     _held_body: bytearray | None = None
     _claim: Claim | None = None
+    # The keep-alive clock: since when the connection has been idle (None: a request is under way), watched by one
+    # timer per connection. uvicorn sets a timer after every response and cancels it at the next request: its
+    # handle made, pushed on the loop's heap and popped again, on every call.
+    _idle_since: float | None = None
+    _idle_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         read_in_chunks(transport)
         self._one = _OneWrite(transport)
         super().connection_made(cast(asyncio.Transport, self._one))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = None
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, but for the keep-alive clock.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._idle_since = None
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        now = self._idle_since = self.loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = self.loop.call_at(now + self.timeout_keep_alive, self._idle_check)
+
+    def _idle_check(self) -> None:
+        """Close the connection if it has been idle for `timeout_keep_alive`, else look again when it will have."""
+        self._idle_timer = None
+        since = self._idle_since
+        if since is None:
+            return  # a request is under way: its response starts the clock again
+        due = since + self.timeout_keep_alive
+        if self.loop.time() >= due - _CLOCK_SLACK:
+            self.timeout_keep_alive_handler()
+        else:
+            self._idle_timer = self.loop.call_at(due, self._idle_check)
 
     def on_headers_complete(self) -> None:
         if self.door is not None and self._claimable():

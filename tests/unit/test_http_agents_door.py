@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
@@ -48,12 +49,14 @@ class Transport(asyncio.Transport):
         super().__init__()
         self.writes: list[bytes] = []
         self.closed = False
+        self.closing = asyncio.Event()
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.writes.append(bytes(data))
 
     def close(self) -> None:
         self.closed = True
+        self.closing.set()
 
     def is_closing(self) -> bool:
         return self.closed
@@ -84,9 +87,16 @@ class Asgi:
         await send({"type": "http.response.body", "body": b"asgi"})
 
 
-def connect(door: Door | None) -> tuple[_AgentsHttp, Transport, Asgi, ServerState]:
+def connect(door: Door | None, keep_alive: float = 5) -> tuple[_AgentsHttp, Transport, Asgi, ServerState]:
     app = Asgi()
-    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, proxy_headers=False)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        timeout_keep_alive=keep_alive,
+    )
     config.load()
     state = ServerState()
     state.default_headers = [(b"date", b"Thu, 26 Nov 2026 10:00:00 GMT")]
@@ -255,3 +265,33 @@ async def test_without_a_door_every_request_is_uvicorns() -> None:
     await settle(state)
     assert app.requests == [("POST", "/mcp", BODY)]
     assert transport.writes[-1].endswith(b"asgi")
+
+
+@pytest.mark.parametrize("door", [Door(), None], ids=["claimed calls", "the asgi way"])
+async def test_a_connection_idle_for_the_keep_alive_time_after_its_last_answer_is_closed(door: Door | None) -> None:
+    # As uvicorn does, with one timer a connection instead of one a request: it is looked at again while the
+    # connection is in use, and closes it only once the last answer is `timeout_keep_alive` old.
+    protocol, transport, _, state = connect(door, keep_alive=0.2)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    timers: list[Any] = []  # each timer the connection had (kept, so no two share an id)
+    while loop.time() - started < 0.5:  # requests every 50 ms for half a second: busy, never idle for long
+        protocol.data_received(request())
+        await settle(state)
+        if not any(timer is protocol._idle_timer for timer in timers):
+            timers.append(protocol._idle_timer)
+        await asyncio.sleep(0.05)
+        assert not transport.closed
+    last_answer = loop.time()
+    await asyncio.wait_for(transport.closing.wait(), 2)
+    assert 0.1 <= loop.time() - last_answer < 1
+    assert state.total_requests >= 8 and len(timers) <= 4  # not one per request
+
+
+async def test_a_connection_lost_leaves_no_keep_alive_timer_behind() -> None:
+    protocol, _, _, state = connect(Door(), keep_alive=60)
+    protocol.data_received(request())
+    await settle(state)
+    assert protocol._idle_timer is not None
+    protocol.connection_lost(None)
+    assert protocol._idle_timer is None
