@@ -125,17 +125,20 @@ class HandedOut(Outbox):
         await super().put(line)
         if self.broken:
             return
-        if long is not None:
-            await self._note({"mcphost-written": long})
+        # What is noted once the line is out goes in one write: on a socket (a Node agent's stdio) every answer is
+        # a line that may be cut, and two notes in two writes cost a call a system call more.
+        after = [{"mcphost-written": long}] if long is not None else []
         if answers is not NOT_AN_ANSWER:
-            await self._note({"mcphost-answered": answers, "ok": ok})
+            after.append({"mcphost-answered": answers, "ok": ok})
+        if after:
+            await self._note(*after)
 
-    async def _note(self, note: dict[str, Any]) -> None:
-        """To the ledger, when there is one (it wakes nobody), else on the socket."""
+    async def _note(self, *notes: dict[str, Any]) -> None:
+        """To the ledger, when there is one (it wakes nobody), else on the socket; in one write."""
         if self.ledger is not None:
-            await self.ledger.note(note)
+            await self.ledger.note(*notes)
         else:
-            await self._tell(dump_line(note))
+            await self._tell(b"".join(dump_line(note) for note in notes))
 
     async def _tell(self, line: bytes) -> None:
         self.relay.write(line)
@@ -165,9 +168,10 @@ class Ledger:
         self._ask_to_drain = ask_to_drain
         self._backlog = bytearray()
 
-    async def note(self, entry: dict[str, Any]) -> None:
-        """Until `entry` is in the pipe."""
-        self.note_now(entry)
+    async def note(self, *entries: dict[str, Any]) -> None:
+        """Until `entries` are in the pipe, written together."""
+        for entry in entries:
+            self._backlog += dump_line(entry)
         await self.flushed()
 
     def note_now(self, entry: dict[str, Any]) -> None:

@@ -61,6 +61,34 @@ async def test_the_requests_the_daemon_takes_are_in_the_ledger_until_answered() 
     peeker.close()
 
 
+async def test_notes_made_together_reach_the_ledger_in_one_write_and_fold_as_each_would_alone(
+    monkeypatch: Any,
+) -> None:
+    # A cut answer's "written" and its "answered" go together: one system call, not two, on every call of a Node
+    # agent's relay; the relay reads them as it reads any two notes.
+    stdin_r, stdin_w = os.pipe()
+    ledger_r, ledger_w = nonblocking_pipe()
+    os.write(stdin_w, request("a") + request("b"))
+    peeker, ledger = Peeker(stdin_r), Ledger(ledger_w, lambda: None)
+    await pump_until(peeker, ledger, asyncio.StreamReader(), 2)
+    writes: list[bytes] = []
+    write = os.write
+
+    def noted(fd: int, data: Any) -> int:
+        writes.append(bytes(data))
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", noted)
+    await ledger.note({"mcphost-written": 0}, {"mcphost-answered": "a", "ok": True})
+    assert len(writes) == 1 and writes[0].count(b"\n") == 2
+    fold = LedgerFold()
+    fold.drain(ledger_r)
+    assert fold.in_flight == {"b": ("b", "tools/call")}
+    for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
+        os.close(fd)
+    peeker.close()
+
+
 async def test_a_chunk_noted_but_never_taken_is_read_by_the_relay_not_owed() -> None:
     stdin_r, stdin_w = os.pipe()
     ledger_r, ledger_w = nonblocking_pipe()
