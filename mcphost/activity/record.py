@@ -334,10 +334,13 @@ _CALL_TAIL = (
     "started_id",
     "forwarded",
 )
-# What of a call's line the agent, an upstream, an editor or the config may have written: every field but mcphost's
-# own (a test holds the two in step).
-_OUTSIDERS: tuple[str, ...] = ("server", "tool", "metadata", "decision", "warnings", "error", "arguments")
-_OUTSIDERS += ("arguments_preview", "response_preview", "session_id", "client")
+# What of a call's line the agent, an upstream, an editor or the config may have written: every field `as_dict`
+# writes but mcphost's own.
+_OUTSIDERS = tuple(
+    name
+    for name in ("id", "timestamp", "type", *_CALL_HEAD, "metadata", "decision", "warnings", *_CALL_TAIL)
+    if name not in _OWN_FIELDS
+)
 
 
 def _scrubbed(dump: dict[str, Any]) -> dict[str, Any]:

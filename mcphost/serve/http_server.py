@@ -26,7 +26,6 @@ from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, Secrets, build_h
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 TICK_S = 1.0
-_CLOCK_SLACK = 0.001  # the loop runs a timer up to a clock tick early
 logger = logging.getLogger(__name__)
 
 
@@ -109,6 +108,7 @@ class _AgentsHttp(HttpToolsProtocol):
     # handle made, pushed on the loop's heap and popped again, on every call.
     _idle_since: float | None = None
     _idle_timer: asyncio.TimerHandle | None = None
+    _idle_timer_at = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         read_in_chunks(transport)
@@ -137,7 +137,10 @@ class _AgentsHttp(HttpToolsProtocol):
             return
         now = self._idle_since = self.loop.time()
         if self._idle_timer is None:
-            self._idle_timer = self.loop.call_at(now + self.timeout_keep_alive, self._idle_check)
+            self._idle_check_at(now + self.timeout_keep_alive)
+
+    def _idle_check_at(self, when: float) -> None:
+        self._idle_timer, self._idle_timer_at = self.loop.call_at(when, self._idle_check), when
 
     def _idle_check(self) -> None:
         """Close the connection if it has been idle for `timeout_keep_alive`, else look again when it will have."""
@@ -146,10 +149,11 @@ class _AgentsHttp(HttpToolsProtocol):
         if since is None:
             return  # a request is under way: its response starts the clock again
         due = since + self.timeout_keep_alive
-        if self.loop.time() >= due - _CLOCK_SLACK:
+        # Due if it was the time this timer was set for (the loop may run it a clock tick early), as a lane's deadlines.
+        if due <= max(self._idle_timer_at, self.loop.time()):
             self.timeout_keep_alive_handler()
         else:
-            self._idle_timer = self.loop.call_at(due, self._idle_check)
+            self._idle_check_at(due)
 
     def on_headers_complete(self) -> None:
         if self.door is not None and self._claimable():
