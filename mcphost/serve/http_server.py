@@ -93,16 +93,17 @@ _MCP_URL = MCP_PATH.encode()
 class _AgentsHttp(HttpToolsProtocol):
     """uvicorn's HTTP protocol, its responses in one write (`_OneWrite`), and an agent's tool call answered without
     ASGI: a POST to /mcp is held until its body is whole and offered to the agents' door, which runs every check of
-    the ASGI layers in front of the call shortcut in one pass. The call it claims runs as uvicorn's task of that
-    request (its cycle, its shutdown, its errors as uvicorn handles them) and its answer is written in one piece;
-    anything it does not claim goes on as uvicorn would have sent it, only its task started when the body was in.
+    the ASGI layers in front of the call shortcut in one pass. The call it claims runs in a task and a cycle of that
+    request as uvicorn makes them (its shutdown and a lost connection act on them as on any request's; its errors are
+    answered as `run_asgi` answers them), without `run_asgi` or an app in between, and its answer is written in one
+    piece; anything it does not claim goes on as uvicorn would have sent it, only its task started when the body was
+    in.
 
     The ASGI way costs a call four layers, a look at the headers in each, the body read through `receive`, and
     uvicorn's `send` checking every header of the answer against two expressions."""
 
     door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
     _held_body: bytearray | None = None
-    _claim: Claim | None = None
     # The keep-alive clock: since when the connection has been idle (None: a request is under way), watched by one
     # timer per connection. uvicorn sets a timer after every response and cancels it at the next request: its
     # handle made, pushed on the loop's heap and popped again, on every call.
@@ -190,42 +191,75 @@ class _AgentsHttp(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         held = self._held_body
-        if held is not None:
-            self._held_body = None
-            assert self.door is not None
-            claim = None
-            try:
-                claim = self.door.claim(self.headers, bytes(held))
-            except Exception:  # raised in a parser callback it would end the connection unanswered
-                logger.exception("the agents' door failed on a request; it goes the ASGI way")
-            self._claim = claim
-            try:
-                # The request's cycle and task, as uvicorn makes them; a claimed call's task answers it (below).
-                super().on_headers_complete()
-            finally:
-                self._claim = None
-            if held and claim is None:  # the ASGI app reads it; a claimed call has it already
-                super().on_body(bytes(held))
+        if held is None:
+            super().on_message_complete()
+            return
+        self._held_body = None
+        assert self.door is not None
+        claim = None
+        try:
+            claim = self.door.claim(self.headers, bytes(held))
+        except Exception:  # raised in a parser callback it would end the connection unanswered
+            logger.exception("the agents' door failed on a request; it goes the ASGI way")
+        if claim is not None and self.limit_concurrency is None and not self.config.reset_contextvars:
+            self._start_claimed(claim)
+            return
+        super().on_headers_complete()
+        if held:  # the ASGI app reads it
+            super().on_body(bytes(held))
         super().on_message_complete()
 
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        claim, self._claim = self._claim, None
-        if claim is not None and app is self.app:
-
-            async def answering(scope: Any, receive: Any, send: Any) -> None:
-                await self._answer(claim, cycle)
-
-            app = answering
-        super()._start_asgi_task(cycle, app)
+    def _start_claimed(self, claim: Claim) -> None:
+        """The request's cycle and task, as uvicorn's `on_headers_complete` makes them for a request whose body is in,
+        less what only an ASGI app reads (the URL parsed again, a path decoded): `_claimable` knows what they are.
+        The task answers the call (`_answer`); its cycle is what uvicorn's shutdown and `connection_lost` act on."""
+        scope = self.scope
+        scope["method"] = "POST"
+        scope["path"] = self.root_path + MCP_PATH
+        scope["raw_path"] = self.root_path.encode("ascii") + _MCP_URL
+        scope["query_string"] = b""
+        cycle = self.cycle = RequestResponseCycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=True,
+            on_response=self.on_response_complete,
+        )
+        cycle.more_body = False
+        task = self.loop.create_task(self._answer(claim, cycle))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
 
     async def _answer(self, claim: Claim, cycle: RequestResponseCycle) -> None:
+        """Answer a claimed call, in place of uvicorn's `run_asgi` and an app: what goes wrong is logged and answered
+        as `run_asgi` answers an app that raised (a 500, or the connection closed if the answer had begun)."""
         assert self.door is not None
-        body = await self.door.answer(claim, cast(Any, cycle.send))
-        if body is None:  # it streamed, through uvicorn's `send`
-            return
-        # What uvicorn's `send` does for a whole response of ours, whose headers need no checks.
-        if cycle.flow.write_paused and not cycle.disconnected:
-            await cycle.flow.drain()
+        try:
+            body = await self.door.answer(claim, cast(Any, cycle.send))
+            if body is not None:
+                if cycle.flow.write_paused and not cycle.disconnected:  # as uvicorn's `send`: the client reads slowly
+                    await cycle.flow.drain()
+                self._write_answer(cycle, body)
+            elif not cycle.response_complete and not cycle.disconnected:  # a stream left open
+                logger.error("the answer to a claimed call ended without completing its event stream")
+                self.transport.close()
+        except BaseException as exc:  # as uvicorn's `run_asgi`, cancellation included (a server stopping)
+            logger.error("the answer to a claimed call failed", exc_info=exc)
+            if not cycle.response_started:
+                await cycle.send_500_response()
+            else:
+                self.transport.close()
+        finally:
+            cycle.on_response = _nothing
+
+    def _write_answer(self, cycle: RequestResponseCycle, body: bytes) -> None:
+        """What uvicorn's `send` does for a whole response of ours, whose headers need no checks."""
         if cycle.disconnected:
             return
         cycle.response_started = True
@@ -243,6 +277,10 @@ class _AgentsHttp(HttpToolsProtocol):
         if not cycle.keep_alive:
             self._one.close()
         cycle.on_response()
+
+
+def _nothing() -> None:
+    pass
 
 
 class _Server(uvicorn.Server):

@@ -130,6 +130,73 @@ async def test_a_claimed_call_is_answered_past_the_asgi_app_in_one_write() -> No
     assert transport.max_size == READ_CHUNK  # a read allocates what it asks for: 256 KiB is an mmap a call
 
 
+async def test_a_claimed_call_sees_the_scope_uvicorn_would_have_made() -> None:
+    # The cycle of a claimed call is uvicorn's: what its `send`, its shutdown and an access log read must be there.
+    declined = Door()
+    declined.claim = lambda headers, body: None  # type: ignore[method-assign,assignment,return-value]
+    asgi_way, _, _, asgi_state = connect(declined)
+    asgi_way.data_received(request())
+    await settle(asgi_state)
+    protocol, _, _, state = connect(Door())
+    protocol.data_received(request())
+    assert protocol.cycle is not None and protocol.cycle.scope is protocol.scope
+    await settle(state)
+    assert protocol.scope == asgi_way.scope
+
+
+async def test_a_claimed_call_in_flight_is_a_task_the_server_waits_for() -> None:
+    door, protocol, transport, state = await call_in_flight()
+    assert len(state.tasks) == 1 and protocol.cycle is not None and not protocol.cycle.response_complete
+    door.gate.set()
+    await settle(state)
+    assert state.tasks == set() and protocol.cycle.response_complete and len(transport.writes) == 1
+
+
+async def test_a_claimed_call_whose_answer_fails_gets_uvicorns_500(caplog: Any) -> None:
+    door = Door()
+
+    async def broken(claim: Claim, send: Any) -> bytes | None:
+        raise RuntimeError("a bug in the answer")
+
+    door.answer = broken  # type: ignore[method-assign]
+    protocol, transport, _, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    written = b"".join(transport.writes)
+    assert written.startswith(b"HTTP/1.1 500 Internal Server Error\r\n") and written.endswith(b"Internal Server Error")
+    assert transport.closed and "a bug in the answer" in caplog.text
+
+
+async def test_a_claimed_call_that_fails_once_its_stream_began_closes_the_connection(caplog: Any) -> None:
+    door = Door()
+
+    async def half_streamed(claim: Claim, send: Any) -> bytes | None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b"event: message\n\n", "more_body": True})
+        raise RuntimeError("a bug mid-stream")
+
+    door.answer = half_streamed  # type: ignore[method-assign]
+    protocol, transport, _, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    assert transport.closed and b"500" not in b"".join(transport.writes)
+    assert "a bug mid-stream" in caplog.text
+
+
+async def test_a_claimed_call_whose_stream_is_left_open_closes_the_connection(caplog: Any) -> None:
+    door = Door()
+
+    async def unfinished(claim: Claim, send: Any) -> bytes | None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        return None
+
+    door.answer = unfinished  # type: ignore[method-assign]
+    protocol, transport, _, state = connect(door)
+    protocol.data_received(request())
+    await settle(state)
+    assert transport.closed and "without completing its event stream" in caplog.text
+
+
 async def test_a_call_cut_short_by_its_client_gets_an_empty_202() -> None:
     door = Door()
     door.answer_body = b""
