@@ -46,7 +46,7 @@ from types import FrameType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from bench.common import BenchFailure, machine, percentile, run_bench
+from bench.common import BenchFailure, cpu_ticks, machine, percentile, run_bench, steal_share
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "servers" / "probe.py"
@@ -1194,6 +1194,7 @@ def rows_of(targets: list[Target], direct: Target | None) -> list[dict[str, Any]
 def run(opts: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     host = machine()
+    ticks = cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="mcphost-bench-paths-") as tmp:
         box = Sandbox(Path(tmp))
         box.prepare(opts.fsync)
@@ -1241,6 +1242,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             report["sdk_rows"] += rows_of(group, next((t for t in group if t.key == "direct"), None))
     report["targets"] = targets(report)
     report["machine"]["load_average_1m_end"] = os.getloadavg()[0]
+    report["machine"]["steal"] = steal_share(ticks, cpu_ticks())
     report["wall_s"] = time.perf_counter() - started
     return report
 
@@ -1325,7 +1327,11 @@ def render(report: dict[str, Any]) -> str:
     for t in report["targets"]:
         verdict = "n/a " if t["met"] is None else "PASS" if t["met"] else "MISS"
         lines.append(f"  {verdict}  {t['target']} ({t['detail']})")
-    lines.append(f"\nwall time {report['wall_s']:.0f} s; load average {m['load_average_1m_end']:.2f} at end")
+    steal = m.get("steal")
+    lines.append(
+        f"\nwall time {report['wall_s']:.0f} s; load average {m['load_average_1m_end']:.2f} at end"
+        + ("" if steal is None else f"; steal {steal:.1%} of this machine's CPU time (the host's other guests)")
+    )
     return "\n".join(lines) + "\n"
 
 

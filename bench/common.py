@@ -8,6 +8,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -24,6 +25,32 @@ def machine() -> dict[str, Any]:
         # Other work on the machine moves the absolute figures; the load says how much to trust them.
         "load_average_1m": os.getloadavg()[0],
     }
+
+
+def cpu_ticks(stat: str | None = None) -> list[int] | None:
+    """The machine's CPU time so far, in ticks, as the first line of /proc/stat counts it (user, nice, system, idle,
+    iowait, irq, softirq, steal); None where there is no such file."""
+    if stat is None:
+        try:
+            with Path("/proc/stat").open() as file:
+                stat = file.readline()
+        except OSError:
+            return None
+    fields = stat.split()
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    return [int(value) for value in fields[1:9]]
+
+
+def steal_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the CPU time between two `cpu_ticks` that the hypervisor gave to other guests (steal): on a
+    virtual machine, the one figure that says the host was busy. Several percent and a run's ratios read high: each
+    wake-up of a process waits longer for its CPU, and a path of more processes and hops waits more often."""
+    if before is None or after is None:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent)
+    return spent[7] / total if total > 0 else None
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
