@@ -334,19 +334,66 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 def _hold(transport: Any) -> bool:
     """Count a call as a request in flight in its session, as the SDK's transport counts its own (a session used only
     for tool calls must not idle out under its agent); whether it was counted, for `_release`. Two plain calls, not a
-    context manager: a generator's frames on every call."""
-    if transport.idle_scope is None or getattr(transport, "_idle_timeout", None) is None:
+    context manager: a generator's frames on every call.
+
+    The SDK stops its idle clock for a request (the session's cancel scope's deadline set to infinity) and starts it
+    again at the request's end: a timer cancelled and another made and pushed on the loop's heap, on every call (7 µs
+    a call, warm). For the calls answered here, the deadline stays at infinity and `_IdleClock` keeps the time
+    instead: one timer per session per idle period, which ends the session as the SDK's own deadline would have."""
+    idle = transport.idle_scope
+    if idle is None or getattr(transport, "_idle_timeout", None) is None:
         return False
     transport._requests_in_flight += 1
-    transport.idle_scope.deadline = math.inf
+    if idle.deadline != math.inf:  # the SDK's own clock runs (its request was the last to end): stopped, as it would
+        idle.deadline = math.inf
     return True
 
 
 def _release(transport: Any) -> None:
     transport._requests_in_flight -= 1
     if not transport._requests_in_flight:
+        clock: _IdleClock | None = getattr(transport, "_mcphost_idle_clock", None)
+        if clock is None:
+            clock = transport._mcphost_idle_clock = _IdleClock(transport)
+        clock.restart()
+
+
+class _IdleClock:
+    """A session's idle time while its deadline is held at infinity for the shortcut's calls: since when it has been
+    idle, and one timer that looks when the idle time could be up. It then ends the session as the SDK would, by
+    giving the session's cancel scope the deadline the SDK would have set (already past: anyio cancels it), unless a
+    request is in flight or the SDK's own clock has taken over meanwhile (its request ended last)."""
+
+    __slots__ = ("_at", "_since", "_timer", "_transport")
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._since = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._at = 0.0
+
+    def restart(self) -> None:
         # The loop's clock is anyio's on asyncio; asking anyio for it looks up which library runs, every call.
-        transport.idle_scope.deadline = asyncio.get_running_loop().time() + transport._idle_timeout
+        loop = asyncio.get_running_loop()
+        self._since = now = loop.time()
+        if self._timer is None:
+            self._check_at(now + self._transport._idle_timeout, loop)
+
+    def _check_at(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer, self._at = loop.call_at(when, self._check, loop), when
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        transport = self._transport
+        idle = transport.idle_scope
+        if transport._requests_in_flight or idle.deadline != math.inf or idle.cancel_called:
+            return  # a call's end restarts this clock; the SDK's clock runs; the session is ending
+        due = self._since + transport._idle_timeout
+        # Due if it was the time this timer was set for (the loop may run it a clock tick early), as a lane's deadlines.
+        if due <= max(self._at, loop.time()):
+            idle.deadline = due
+        else:
+            self._check_at(due, loop)
 
 
 def build_http_app(

@@ -1,11 +1,16 @@
 """A session used only for tool calls through the HTTP shortcut keeps its idle clock as the SDK keeps it for its own
-requests: stopped while a call runs, started again from the last call's end."""
+requests: stopped while a call runs, started again from the last call's end, and the session ended once it has been
+idle for its idle timeout. The shortcut keeps that time with one timer per session instead of the SDK's timer per
+request, and hands the clock back and forth with the SDK's own requests in the same session."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -13,28 +18,127 @@ import pytest
 
 from mcphost.serve.http_app import CallShortcut, Claim, _hold, _release
 
+IDLE = 0.2  # the session's idle timeout in these tests, seconds
+
 
 @dataclass
 class Transport:  # the SDK transport's fields the SDK's own request bookkeeping uses
     idle_scope: anyio.CancelScope | None
-    _idle_timeout: float | None = 60.0
+    _idle_timeout: float | None = IDLE
     _requests_in_flight: int = 0
+    ended_at: list[float] = field(default_factory=list)  # when the session's task left its idle scope
+    gone: anyio.Event = field(default_factory=anyio.Event)
+
+    def sdk_request_starts(self) -> None:
+        # What the SDK's `handle_request` does around a request of its own.
+        assert self.idle_scope is not None
+        self._requests_in_flight += 1
+        self.idle_scope.deadline = math.inf
+
+    def sdk_request_ends(self) -> None:
+        assert self.idle_scope is not None and self._idle_timeout is not None
+        self._requests_in_flight -= 1
+        if not self._requests_in_flight:
+            self.idle_scope.deadline = anyio.current_time() + self._idle_timeout
 
 
-async def test_the_idle_clock_stops_while_calls_run_and_restarts_when_the_last_ends() -> None:
-    with anyio.CancelScope() as idle:
-        transport = Transport(idle)
-        assert _hold(transport)
-        assert _hold(transport)
-        await anyio.lowlevel.checkpoint()  # the calls wait on their upstreams
-        assert idle.deadline == math.inf and transport._requests_in_flight == 2
+@asynccontextmanager
+async def session() -> AsyncIterator[Transport]:
+    """A session as the SDK's manager runs it: its task inside the idle scope until the scope is cancelled."""
+    idle = anyio.CancelScope()
+    transport = Transport(idle)
+
+    async def run() -> None:
+        with idle:
+            await anyio.sleep_forever()
+        transport.ended_at.append(now())
+        transport.gone.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await anyio.lowlevel.checkpoint()  # the task is in its scope
+        yield transport
+        tg.cancel_scope.cancel()
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def ended(transport: Transport, within: float = 2) -> float:
+    with anyio.fail_after(within):
+        await transport.gone.wait()
+    return transport.ended_at[0]
+
+
+async def test_a_session_is_held_while_calls_run_and_ends_its_idle_timeout_after_the_last() -> None:
+    async with session() as transport:
+        assert _hold(transport) and _hold(transport)
+        await anyio.sleep(IDLE * 2)  # the calls outlast the idle timeout: the session stays
+        assert transport.ended_at == [] and transport._requests_in_flight == 2
         _release(transport)
-        assert idle.deadline == math.inf and transport._requests_in_flight == 1
-        before = asyncio.get_running_loop().time()
+        await anyio.sleep(IDLE * 2)  # one call still runs
+        assert transport.ended_at == []
+        last_end = now()
         _release(transport)
-        after = asyncio.get_running_loop().time()
         assert transport._requests_in_flight == 0
-        assert before + 60 <= idle.deadline <= after + 60
+        assert IDLE <= await ended(transport) - last_end < IDLE + 0.5
+
+
+async def test_a_busy_session_stays_and_its_clock_uses_one_timer_per_idle_period_not_one_per_call() -> None:
+    async with session() as transport:
+        loop = asyncio.get_running_loop()
+        timers: list[Any] = []
+        started = now()
+        while now() - started < IDLE * 3:  # a call every 20 ms for three idle timeouts
+            assert _hold(transport)
+            await anyio.lowlevel.checkpoint()
+            _release(transport)
+            last_end = now()
+            timer = transport._mcphost_idle_clock._timer  # type: ignore[attr-defined]
+            if not any(timer is seen for seen in timers):
+                timers.append(timer)
+            await anyio.sleep(0.02)
+            assert transport.ended_at == []
+        assert transport.idle_scope is not None and transport.idle_scope.deadline == math.inf
+        assert len(timers) <= 5  # about one per idle timeout, never one per call
+        assert not any(isinstance(h, asyncio.TimerHandle) and h.cancelled() for h in loop._scheduled)  # type: ignore[attr-defined]
+        assert IDLE <= await ended(transport) - last_end < IDLE + 0.5
+
+
+async def test_the_sdks_own_request_ending_last_leaves_the_clock_to_the_sdk() -> None:
+    async with session() as transport:
+        assert _hold(transport)
+        _release(transport)  # the shortcut's clock runs
+        await anyio.sleep(IDLE / 2)
+        transport.sdk_request_starts()
+        transport.sdk_request_ends()  # the SDK's deadline: IDLE from now
+        sdk_end = now()
+        assert IDLE <= await ended(transport) - sdk_end < IDLE + 0.5
+
+
+async def test_a_call_after_the_sdks_request_stops_the_sdks_clock_while_it_runs() -> None:
+    async with session() as transport:
+        transport.sdk_request_starts()
+        transport.sdk_request_ends()  # the SDK's deadline is set
+        assert _hold(transport)
+        await anyio.sleep(IDLE * 2)  # past the SDK's deadline: the call holds the session
+        assert transport.ended_at == []
+        last_end = now()
+        _release(transport)
+        assert IDLE <= await ended(transport) - last_end < IDLE + 0.5
+
+
+async def test_an_sdk_request_running_when_the_clock_is_due_holds_the_session_until_it_ends() -> None:
+    async with session() as transport:
+        assert _hold(transport)
+        _release(transport)
+        transport.sdk_request_starts()  # an open GET stream, say
+        await anyio.sleep(IDLE * 2)  # the shortcut's timer comes due meanwhile
+        assert transport.ended_at == []
+        transport.sdk_request_ends()
+        sdk_end = now()
+        assert IDLE <= await ended(transport) - sdk_end < IDLE + 0.5
 
 
 class _FailingCalls:
@@ -47,12 +151,13 @@ class _FailingCalls:
 
 
 async def test_a_call_that_fails_still_restarts_the_clock() -> None:
-    with anyio.CancelScope() as idle:
-        transport = Transport(idle)
+    async with session() as transport:
         shortcut = CallShortcut(app=None, manager=None, calls=_FailingCalls(transport))  # type: ignore[arg-type]
         with pytest.raises(RuntimeError, match="the call failed"):
             await shortcut.answer(Claim("s", (1, "call_tool_read", {}), transport), None)  # type: ignore[arg-type]
-        assert transport._requests_in_flight == 0 and idle.deadline < math.inf
+        failed_at = now()
+        assert transport._requests_in_flight == 0
+        assert IDLE <= await ended(transport) - failed_at < IDLE + 0.5
 
 
 async def test_a_session_without_an_idle_clock_is_left_alone() -> None:
