@@ -354,7 +354,12 @@ def _release(transport: Any) -> None:
     if not transport._requests_in_flight:
         clock: _IdleClock | None = getattr(transport, "_mcphost_idle_clock", None)
         if clock is None:
-            clock = transport._mcphost_idle_clock = _IdleClock(transport)
+            clock = _IdleClock(transport)
+            try:
+                transport._mcphost_idle_clock = clock
+            except (AttributeError, TypeError):  # a transport that takes no attribute of ours: the SDK's own way
+                transport.idle_scope.deadline = asyncio.get_running_loop().time() + transport._idle_timeout
+                return
         clock.restart()
 
 

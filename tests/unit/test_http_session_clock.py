@@ -160,7 +160,50 @@ async def test_a_call_that_fails_still_restarts_the_clock() -> None:
         assert IDLE <= await ended(transport) - failed_at < IDLE + 0.5
 
 
+class SlottedTransport:
+    """A transport that takes no attribute beyond its own (should the SDK's ever get `__slots__`)."""
+
+    __slots__ = ("_idle_timeout", "_requests_in_flight", "idle_scope")
+
+    def __init__(self, idle_scope: anyio.CancelScope) -> None:
+        self.idle_scope = idle_scope
+        self._idle_timeout = IDLE
+        self._requests_in_flight = 0
+
+
+async def test_a_transport_that_cannot_hold_the_clock_gets_the_sdks_own_deadline() -> None:
+    with anyio.CancelScope() as idle:
+        transport = SlottedTransport(idle)
+        assert _hold(transport)
+        assert idle.deadline == math.inf
+        released = now()
+        _release(transport)
+        assert transport._requests_in_flight == 0
+        assert released + IDLE <= idle.deadline <= now() + IDLE
+        await anyio.sleep(IDLE * 2)
+    assert idle.cancelled_caught  # ended by its deadline, as the SDK's own requests end it
+
+
 async def test_a_session_without_an_idle_clock_is_left_alone() -> None:
     transport = Transport(None)
     assert not _hold(transport)
     assert transport._requests_in_flight == 0
+
+
+async def test_the_sdks_transport_has_what_the_clock_reads_and_ends_like_the_fakes() -> None:
+    # The fakes above copy the SDK transport's fields; this holds the real one to them, so that an SDK that renames
+    # them fails here rather than in a daemon's calls.
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+    transport = StreamableHTTPServerTransport(mcp_session_id="s", idle_timeout=IDLE)
+    async with transport.connect():
+        idle = transport.idle_scope
+        assert idle is not None and transport._requests_in_flight == 0
+        with idle:
+            assert _hold(transport)
+            assert idle.deadline == math.inf and transport._requests_in_flight == 1
+            released = now()
+            _release(transport)
+            await anyio.sleep(IDLE * 3)
+        assert idle.cancelled_caught and transport._requests_in_flight == 0
+        assert transport._mcphost_idle_clock._since >= released  # type: ignore[attr-defined]
