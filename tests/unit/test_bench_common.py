@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.common import cpu_ticks, steal_share
@@ -30,6 +32,12 @@ def test_no_time_spent_gives_no_figure() -> None:
     assert steal_share(cpu_ticks(START), cpu_ticks(START)) is None
 
 
-def test_this_machine_has_a_reading() -> None:
-    ticks = cpu_ticks()
-    assert ticks is None or (len(ticks) == 8 and all(value >= 0 for value in ticks))
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="no /proc/stat here")
+def test_this_machines_readings_only_grow_and_give_a_share() -> None:
+    before = cpu_ticks()
+    sum(range(200_000))  # some CPU time between the two readings
+    after = cpu_ticks()
+    assert before is not None and after is not None
+    assert all(b >= a for a, b in zip(before, after, strict=True))
+    share = steal_share(before, after)
+    assert share is None or 0 <= share <= 1
