@@ -4,6 +4,7 @@ token, every route behind Host and Origin checks."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import math
 import os
@@ -338,7 +339,7 @@ def _hold(transport: Any) -> bool:
 
     The SDK stops its idle clock for a request (the session's cancel scope's deadline set to infinity) and starts it
     again at the request's end: a timer cancelled and another made and pushed on the loop's heap, on every call (7 µs
-    a call, warm). For the calls answered here, the deadline stays at infinity and `_IdleClock` keeps the time
+    a call, warm). For the calls answered here, the deadline stays at infinity and an `IdleTimer` keeps the time
     instead: one timer per session per idle period, which ends the session as the SDK's own deadline would have."""
     idle = transport.idle_scope
     if idle is None or getattr(transport, "_idle_timeout", None) is None:
@@ -352,53 +353,72 @@ def _hold(transport: Any) -> bool:
 def _release(transport: Any) -> None:
     transport._requests_in_flight -= 1
     if not transport._requests_in_flight:
-        clock: _IdleClock | None = getattr(transport, "_mcphost_idle_clock", None)
+        clock: IdleTimer | None = getattr(transport, "_mcphost_idle_clock", None)
         if clock is None:
-            clock = _IdleClock(transport)
+            loop = asyncio.get_running_loop()
+            clock = IdleTimer(loop, transport._idle_timeout, functools.partial(_session_idle, transport))
             try:
                 transport._mcphost_idle_clock = clock
             except (AttributeError, TypeError):  # a transport that takes no attribute of ours: the SDK's own way
-                transport.idle_scope.deadline = asyncio.get_running_loop().time() + transport._idle_timeout
+                transport.idle_scope.deadline = loop.time() + transport._idle_timeout
                 return
-        clock.restart()
+        clock.idle()
 
 
-class _IdleClock:
-    """A session's idle time while its deadline is held at infinity for the shortcut's calls: since when it has been
-    idle, and one timer that looks when the idle time could be up. It then ends the session as the SDK would, by
-    giving the session's cancel scope the deadline the SDK would have set (already past: anyio cancels it), unless a
-    request is in flight or the SDK's own clock has taken over meanwhile (its request ended last)."""
+def _session_idle(transport: Any, due: float) -> None:
+    """The session's idle time is up since `due`: end it as the SDK would, by giving its cancel scope the deadline the
+    SDK would have set (already past: anyio cancels it), unless a request is in flight (its end starts the clock
+    again) or the SDK's own clock has taken over meanwhile (its request ended last), or the session is ending."""
+    idle = transport.idle_scope
+    if transport._requests_in_flight or idle.deadline != math.inf or idle.cancel_called:
+        return
+    idle.deadline = due
 
-    __slots__ = ("_at", "_since", "_timer", "_transport")
 
-    def __init__(self, transport: Any) -> None:
-        self._transport = transport
-        self._since = 0.0
-        self._timer: asyncio.TimerHandle | None = None
+class IdleTimer:
+    """`expire(due)` once something has been idle for `timeout` seconds since its last `idle()`, unless `busy()` came
+    after it. Used on every request (an HTTP connection's keep-alive, a session's idle clock), it keeps one timer per
+    idle period instead of one per use: the timer looks when the time could be up and, if `idle()` came again
+    meanwhile, looks again then. A timer made, pushed on the loop's heap and cancelled on every request costs more
+    than the request's own bookkeeping."""
+
+    __slots__ = ("_at", "_expire", "_loop", "_since", "_timeout", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float, expire: Callable[[float], None]) -> None:
+        self._loop = loop
+        self._timeout = timeout
+        self._expire = expire
+        self._since: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
         self._at = 0.0
 
-    def restart(self) -> None:
-        # The loop's clock is anyio's on asyncio; asking anyio for it looks up which library runs, every call.
-        loop = asyncio.get_running_loop()
-        self._since = now = loop.time()
-        if self._timer is None:
-            self._check_at(now + self._transport._idle_timeout, loop)
+    def idle(self) -> None:
+        self._since = now = self._loop.time()
+        if self.timer is None:
+            self._check_at(now + self._timeout)
 
-    def _check_at(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer, self._at = loop.call_at(when, self._check, loop), when
+    def busy(self) -> None:
+        self._since = None
 
-    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
-        transport = self._transport
-        idle = transport.idle_scope
-        if transport._requests_in_flight or idle.deadline != math.inf or idle.cancel_called:
-            return  # a call's end restarts this clock; the SDK's clock runs; the session is ending
-        due = self._since + transport._idle_timeout
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _check_at(self, when: float) -> None:
+        self.timer, self._at = self._loop.call_at(when, self._check), when
+
+    def _check(self) -> None:
+        self.timer = None
+        since = self._since
+        if since is None:
+            return  # busy: the next `idle()` sets the timer again
+        due = since + self._timeout
         # Due if it was the time this timer was set for (the loop may run it a clock tick early), as a lane's deadlines.
-        if due <= max(self._at, loop.time()):
-            idle.deadline = due
+        if due <= max(self._at, self._loop.time()):
+            self._expire(due)
         else:
-            self._check_at(due, loop)
+            self._check_at(due)
 
 
 def build_http_app(

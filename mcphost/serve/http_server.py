@@ -22,7 +22,7 @@ from mcphost import discovery
 from mcphost.host import Host
 from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
-from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, Secrets, build_http_app
+from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, IdleTimer, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
 TICK_S = 1.0
@@ -104,57 +104,38 @@ class _AgentsHttp(HttpToolsProtocol):
 
     door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
     _held_body: bytearray | None = None
-    # The keep-alive clock: since when the connection has been idle (None: a request is under way), watched by one
-    # timer per connection. uvicorn sets a timer after every response and cancels it at the next request: its
-    # handle made, pushed on the loop's heap and popped again, on every call.
-    _idle_since: float | None = None
-    _idle_timer: asyncio.TimerHandle | None = None
-    _idle_timer_at = 0.0
+    # The keep-alive clock (`IdleTimer`): uvicorn sets a timer after every response and cancels it at the next request:
+    # its handle made, pushed on the loop's heap and popped again, on every call.
+    _keep_alive: IdleTimer
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         read_in_chunks(transport)
         self._one = _OneWrite(transport)
         super().connection_made(cast(asyncio.Transport, self._one))
+        self._keep_alive = IdleTimer(self.loop, self.timeout_keep_alive, self._kept_alive_long_enough)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._keep_alive.cancel()
 
     def _unset_keepalive_if_required(self) -> None:
-        self._idle_since = None
+        self._keep_alive.busy()
 
     def on_response_complete(self) -> None:
         # uvicorn's, but for the keep-alive clock.
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self._idle_since = None
+        self._keep_alive.busy()
         self.flow.resume_reading()
         if self.pipeline:
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
             return
-        now = self._idle_since = self.loop.time()
-        if self._idle_timer is None:
-            self._idle_check_at(now + self.timeout_keep_alive)
+        self._keep_alive.idle()
 
-    def _idle_check_at(self, when: float) -> None:
-        self._idle_timer, self._idle_timer_at = self.loop.call_at(when, self._idle_check), when
-
-    def _idle_check(self) -> None:
-        """Close the connection if it has been idle for `timeout_keep_alive`, else look again when it will have."""
-        self._idle_timer = None
-        since = self._idle_since
-        if since is None:
-            return  # a request is under way: its response starts the clock again
-        due = since + self.timeout_keep_alive
-        # Due if it was the time this timer was set for (the loop may run it a clock tick early), as a lane's deadlines.
-        if due <= max(self._idle_timer_at, self.loop.time()):
-            self.timeout_keep_alive_handler()
-        else:
-            self._idle_check_at(due)
+    def _kept_alive_long_enough(self, due: float) -> None:
+        self.timeout_keep_alive_handler()
 
     def on_headers_complete(self) -> None:
         if self.door is not None and self._claimable():

@@ -345,8 +345,8 @@ async def test_a_connection_idle_for_the_keep_alive_time_after_its_last_answer_i
     while loop.time() - started < 0.5:  # requests every 50 ms for half a second: busy, never idle for long
         protocol.data_received(request())
         await settle(state)
-        if not any(timer is protocol._idle_timer for timer in timers):
-            timers.append(protocol._idle_timer)
+        if not any(timer is protocol._keep_alive.timer for timer in timers):
+            timers.append(protocol._keep_alive.timer)
         await asyncio.sleep(0.05)
         assert not transport.closed
     last_answer = loop.time()
@@ -359,6 +359,6 @@ async def test_a_connection_lost_leaves_no_keep_alive_timer_behind() -> None:
     protocol, _, _, state = connect(Door(), keep_alive=60)
     protocol.data_received(request())
     await settle(state)
-    assert protocol._idle_timer is not None
+    assert protocol._keep_alive.timer is not None
     protocol.connection_lost(None)
-    assert protocol._idle_timer is None
+    assert protocol._keep_alive.timer is None

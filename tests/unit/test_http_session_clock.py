@@ -95,7 +95,7 @@ async def test_a_busy_session_stays_and_its_clock_uses_one_timer_per_idle_period
             await anyio.lowlevel.checkpoint()
             _release(transport)
             last_end = now()
-            timer = transport._mcphost_idle_clock._timer  # type: ignore[attr-defined]
+            timer = transport._mcphost_idle_clock.timer  # type: ignore[attr-defined]
             if not any(timer is seen for seen in timers):
                 timers.append(timer)
             await anyio.sleep(0.02)
