@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import errno
 import logging
+import math
 import os
 import struct
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -38,6 +39,7 @@ _IN_MOVE_SELF = 0x800
 _IN_Q_OVERFLOW = 0x4000
 _IN_IGNORED = 0x8000
 _IN_ONLYDIR = 0x01000000
+_IN_MASK_ADD = 0x20000000
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
 
@@ -55,6 +57,9 @@ _MASK = (
     | _IN_MOVE_SELF
     | _IN_ONLYDIR
 )
+# A directory on the way to them: only names coming and going (a link re-pointed, a directory renamed or made), not
+# every write to a file in it (a home directory's shell history).
+_ENTRIES_MASK = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR
 # The kernel stopped telling about a directory (removed, moved, unmounted) or dropped events: look at everything.
 _LOST = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of NUL-padded name
@@ -80,19 +85,22 @@ def _load() -> _Inotify | None:
 _INOTIFY = _load()
 
 
-def changes(directories: Sequence[Path], *, every: float) -> AsyncGenerator[Batch]:
-    """Batches of changes in `directories` (not recursive), and an empty batch after `every` seconds without one,
-    until cancelled. The first batch comes once the watch is in place: a change after it is seen. A
-    directory that cannot be watched (no permission) is left out, not an error. Close it (or cancel its reader) to
-    release the OS's watches."""
+def changes(directories: Sequence[Path], *, entries: Sequence[Path] = (), every: float) -> AsyncGenerator[Batch]:
+    """Batches of changes in `directories` (not recursive) and of the names coming and going in `entries`, until
+    cancelled. The first batch comes once the watch is in place: a change after it is seen. A directory that cannot be
+    watched (no permission) is left out, not an error. Where a change could go untold (no inotify: only `directories`
+    are watched; or a directory that could not be), an empty batch also comes after `every` seconds without one, for
+    the caller to look for itself. Close it (or cancel its reader) to release the OS's watches."""
     if _INOTIFY is not None:
-        return _inotify_changes(_INOTIFY, directories, every)
+        return _inotify_changes(_INOTIFY, directories, entries, every)
     return _watchfiles_changes(directories, every)
 
 
-async def _inotify_changes(inotify: _Inotify, directories: Sequence[Path], every: float) -> AsyncGenerator[Batch]:
+async def _inotify_changes(
+    inotify: _Inotify, directories: Sequence[Path], entries: Sequence[Path], every: float
+) -> AsyncGenerator[Batch]:
     try:
-        fd = _watch(inotify, directories)
+        fd, whole = _watch(inotify, [(d, _MASK) for d in directories] + [(d, _ENTRIES_MASK) for d in entries])
     except OSError as exc:
         if exc.errno not in _SPENT:
             raise
@@ -113,7 +121,8 @@ async def _inotify_changes(inotify: _Inotify, directories: Sequence[Path], every
         loop = asyncio.get_running_loop()
         yield frozenset()
         while True:
-            with anyio.move_on_after(every):
+            # Told of everything: no timer at all, and a process asleep until a change.
+            with anyio.move_on_after(math.inf if whole else every):
                 await until_ready(loop.add_reader, loop.remove_reader, fd)
             yield _drain(fd)
     finally:
@@ -125,22 +134,25 @@ _SPENT = (errno.EMFILE, errno.ENOSPC, errno.ENOMEM)
 _warned: set[int] = set()
 
 
-def _watch(inotify: _Inotify, directories: Sequence[Path]) -> int:
-    """An inotify fd watching `directories`."""
+def _watch(inotify: _Inotify, watches: Sequence[tuple[Path, int]]) -> tuple[int, bool]:
+    """An inotify fd watching each directory for its mask's events, and whether every watch took (a directory
+    watched twice, as a parent and as a way, is told of both masks' events)."""
     fd = inotify.init1(_IN_NONBLOCK | _IN_CLOEXEC)
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"inotify: {os.strerror(err)}")
+    whole = True
     try:
-        for directory in directories:
-            if inotify.add_watch(fd, os.fsencode(directory), _MASK) < 0:
+        for directory, mask in watches:
+            if inotify.add_watch(fd, os.fsencode(directory), mask | _IN_MASK_ADD) < 0:
                 err = ctypes.get_errno()
                 if err not in (errno.EACCES, errno.EPERM):
                     raise OSError(err, f"inotify: {os.strerror(err)}", str(directory))
+                whole = False
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, whole
 
 
 _POLLS_PER_RETRY = 30

@@ -3,8 +3,10 @@
 It watches directories, not the file, because editors save by writing a temporary file and renaming it over the
 original (a new inode a file watch would lose), and people delete and recreate files. When config.toml is a
 symlink (dotfile managers: ~/.config/mcphost/config.toml -> ~/dotfiles/mcphost.toml), the directory of each file
-the link leads to is watched too, so a save to the target, in place or by a rename in its own directory, is seen;
-the link is resolved again after every change, so re-pointing it moves the watch along.
+the link leads to is watched too, so a save to the target, in place or by a rename in its own directory, is seen.
+Every directory above them is watched for names coming and going, so a link re-pointed or a directory renamed
+anywhere on the way is told as it happens (the path is walked again, and the watch moves along), and a daemon whose
+config nobody touches is never woken for it.
 
 A change is reported once the file has settled: the same bytes at both ends of a quiet period with no event in
 between. Without it, an editor that truncates the file and writes it a few tens of milliseconds later, or a shell
@@ -18,8 +20,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -35,8 +38,9 @@ logger = logging.getLogger(__name__)
 SETTLE_S = 0.055
 # An emptied file waits this long for the content that usually follows a truncation.
 BLANK_SETTLE_S = 1.0
-# How often the watch looks again at what it cannot be told about: a missing directory that may appear, a symlink
-# whose directory is not watched.
+# How often the watch looks again at the path where the OS cannot tell it of every change on the way (no inotify,
+# or a directory on the way that cannot be watched); and the least time between two looks prompted by changes of
+# other files (a busy ~/.config).
 PARENT_POLL_S = 1.0
 MAX_LINKS = 40  # the kernel's own limit on a chain of symlinks
 
@@ -101,43 +105,71 @@ def read_config_file(path: Path) -> tuple[bytes | None, ConfigEvent]:
     return (b"" if isinstance(snapshot, _Unreadable) else snapshot), _event(path, snapshot)
 
 
-def followed_files(path: Path) -> list[Path]:
-    """`path`, then each file its symlinks lead to, in order; the last one is what a read of `path` opens."""
-    files = [path]
-    current = path
-    for _ in range(MAX_LINKS):
-        try:
-            target = current.readlink()
-        except OSError:  # not a link, or not there
-            break
-        current = current.parent / target
-        files.append(current)
-    return files
+@dataclass
+class _Walk:
+    """What a walk along a path asked of the file system: the names looked up in each directory (real paths), which
+    of those directories hold a file (the path's last name, a link's, the end of the chain), and the links taken."""
 
+    looked: dict[Path, set[str]] = field(default_factory=dict)
+    files: set[Path] = field(default_factory=set)
+    links: int = 0
 
-def _resolved(path: Path) -> Path | None:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):  # a loop of links leads nowhere; the read reports it
-        return None
+    def along(self, base: Path, rest: Path, to_a_file: bool = True) -> Path | None:
+        """The real path `rest` leads to from the real directory `base`, as the kernel walks it, each link followed
+        where it stands; None where it ends early (a name not there, a loop of links). `to_a_file`: its last name is
+        a file's (the path's, or a link's to it), not a directory's on the way."""
+        parts = rest.parts
+        if rest.is_absolute():
+            base, parts = Path(rest.anchor), parts[1:]
+        for i, part in enumerate(parts):
+            if part == "..":
+                base = base.parent  # `base` is real: its parent is what ".." is
+                continue
+            self.looked.setdefault(base, set()).add(part)
+            last = i == len(parts) - 1
+            if last and to_a_file:
+                self.files.add(base)
+            here = base / part
+            try:
+                is_link = stat.S_ISLNK(here.lstat().st_mode)
+                target = here.readlink() if is_link else None
+            except OSError:
+                return None  # not there (yet): the directory it would appear in is watched for it
+            if target is not None:
+                self.links += 1
+                if self.links > MAX_LINKS:
+                    return None
+                resolved = self.along(base, target, last and to_a_file)
+                if resolved is None:
+                    return None
+                here = resolved
+            base = here
+        return base
 
 
 @dataclass(frozen=True, slots=True)
 class _WatchPlan:
-    directories: tuple[Path, ...]  # the existing directories that hold the path or a file it leads to
-    names: frozenset[str]  # the file names that matter in them
+    """Where a change to what `path` opens would show: the directories holding a file on the way (the path itself, the
+    links it leads through, the file at the end), watched for every change of their files, and every directory above
+    them and above each link, watched for names coming and going (a directory renamed, a link re-pointed). A directory
+    on the way not there yet is a name looked for in the one above it."""
+
+    directories: tuple[Path, ...]
+    entries: tuple[Path, ...]
+    names: frozenset[str]  # the names that matter in them
 
     @classmethod
     def of(cls, path: Path) -> _WatchPlan:
-        files = followed_files(path)
-        if (resolved := _resolved(path)) is not None:
-            files.append(resolved)  # symlinked directories on the way lead elsewhere still
-        directories: dict[Path, None] = {}
-        for file in files:
-            directory = _resolved(file.parent)
-            if directory is not None and directory.is_dir():
-                directories[directory] = None
-        return cls(tuple(directories), frozenset(file.name for file in files))
+        walk = _Walk()
+        # A relative path is looked up from the working directory itself, whatever becomes of its name; gone, there is
+        # nothing to watch for now.
+        with contextlib.suppress(OSError):
+            walk.along(path if path.is_absolute() else Path.cwd(), path)
+        return cls(
+            tuple(sorted(walk.files)),
+            tuple(sorted(walk.looked.keys() - walk.files)),
+            frozenset(name for names in walk.looked.values() for name in names),
+        )
 
 
 class ConfigWatcher:
@@ -163,12 +195,12 @@ class ConfigWatcher:
     async def _watch(self) -> None:
         while True:
             plan = _WatchPlan.of(self.path)
-            if not plan.directories:
-                # Nothing to watch until a directory exists (a person may create it later).
+            if not plan.directories and not plan.entries:
+                # Nothing to watch (not even the root?); look again later.
                 await anyio.sleep(PARENT_POLL_S)
                 continue
             try:
-                batches = dirwatch.changes(plan.directories, every=PARENT_POLL_S)
+                batches = dirwatch.changes(plan.directories, entries=plan.entries, every=PARENT_POLL_S)
                 # aclosing: leaving the loop releases the OS watches at once, not whenever the generator is collected.
                 async with contextlib.aclosing(batches):
                     first, planned = True, anyio.current_time()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable
+from email.utils import formatdate
 from pathlib import Path
 from types import FrameType
 from typing import Any, cast
@@ -17,6 +18,7 @@ from typing import Any, cast
 import anyio
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
 
 from mcphost import discovery
 from mcphost.host import Host
@@ -25,7 +27,6 @@ from mcphost.serve.activity_api import API_PATH
 from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, IdleTimer, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 
-TICK_S = 1.0
 logger = logging.getLogger(__name__)
 
 
@@ -264,15 +265,47 @@ def _nothing() -> None:
     pass
 
 
+class _DatedState(ServerState):
+    """uvicorn's state shared by a server's connections, its default headers made when a response reads them in a
+    new second. uvicorn renews them on a tick of its loop every second, whether a response is sent or not: a daemon
+    nobody uses would wake once a second for them alone."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._config = config
+        self._second = -1
+        self._headers: list[tuple[bytes, bytes]] = []
+        super().__init__()
+
+    @property
+    def default_headers(self) -> list[tuple[bytes, bytes]]:
+        second = int(time.time())
+        if second != self._second:
+            # As uvicorn's `on_tick` makes them; its config's headers are encoded only once it has loaded.
+            date = [(b"date", formatdate(second, usegmt=True).encode())] if self._config.date_header else []
+            self._headers = date + self._config.encoded_headers
+            self._second = second
+        return self._headers
+
+    @default_headers.setter
+    def default_headers(self, headers: list[tuple[bytes, bytes]]) -> None:
+        # ServerState's constructor sets them empty, and uvicorn's tick (not run here) would set them made.
+        pass
+
+
 class _Server(uvicorn.Server):
     """uvicorn re-raises SIGTERM/SIGINT after shutdown, which would skip our cleanup (discovery file, upstreams).
 
-    Its own loop wakes every 0.1 s to see whether it should stop: ten wake-ups a second of a daemon nobody is
-    using, each taking the GIL and a few hundred µs. Here `stop` wakes it, and it ticks once a second, when the
-    Date header it sends is renewed."""
+    Its own loop wakes every 0.1 s to see whether it should stop, and renews the Date header every tenth tick: ten
+    wake-ups a second of a daemon nobody is using, each taking the GIL and a few hundred µs. Here `stop` wakes it,
+    the loop sleeps until then, the Date header is made when a response reads it (`_DatedState`), and open event
+    streams are ended by it, not by sse-starlette's own watch (`_sse_shutdown`)."""
 
     on_exit: Callable[[], None] | None = None
     _wake: Callable[[], object] | None = None
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.server_state = _DatedState(config)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit and sig == signal.SIGINT:
@@ -289,15 +322,36 @@ class _Server(uvicorn.Server):
 
     async def main_loop(self) -> None:
         stopping = asyncio.Event()
+        # Set before `should_exit` is read: a signal landing in between wakes the wait below.
         self._wake = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, stopping.set)
+        streams = _sse_shutdown()
+        claimed = streams is not None and not streams.watcher_started
+        if streams is not None:
+            streams.watcher_started = True
         try:
-            ticks = 0
-            while not await self.on_tick(ticks):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), TICK_S)
-                ticks += 10  # uvicorn counts tenths of a second: a multiple of 10 renews the headers
+            if not self.should_exit:
+                await stopping.wait()
         finally:
             self._wake = None
+            if streams is not None:
+                # What its watcher does once it sees the server stopping: every open event stream ends now.
+                for event in list(streams.events):
+                    event.set()
+                if claimed:
+                    streams.watcher_started = False
+
+
+def _sse_shutdown() -> Any:
+    """sse-starlette's record of this thread's open event streams (the MCP SDK answers in them), or None where its
+    version keeps no such record. Once it has served one stream, it polls twice a second for the life of the
+    process for a server stopping, to end them: this server claims that watch and ends them itself when it stops."""
+    try:
+        from sse_starlette import sse
+
+        state = sse._get_shutdown_state()
+    except (ImportError, AttributeError):
+        return None
+    return state if hasattr(state, "events") and hasattr(state, "watcher_started") else None
 
 
 async def serve_http(

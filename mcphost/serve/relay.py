@@ -54,6 +54,7 @@ from mcphost.pipes import (
     can_peek,
     connect_passing_fd,
     read_in_chunks,
+    until_ready,
     widen_pipe,
 )
 from mcphost.serve.handoff import (
@@ -74,7 +75,8 @@ Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCRespon
 
 # How often a relay serving in process looks for a daemon to go back to (a directory listing: cheap).
 DAEMON_POLL_S = 1.0
-# How often a relay whose daemon holds the agent's stdin reads its ledger (the daemon asks, should it fill before).
+# How long after the daemon notes something a relay whose daemon holds the agent's stdin reads its ledger (the
+# daemon asks, should it fill before).
 LEDGER_DRAIN_S = 1.0
 # How long a relay that leaves a daemon waits for it to let go of the agent's stdout before writing there itself.
 RELEASE_S = 5.0
@@ -810,8 +812,11 @@ async def _notes(reader: asyncio.StreamReader) -> AsyncIterator[Note]:
 
 
 async def _drain_every(ledger: LedgerFold, fd: int) -> None:
-    """Read the ledger now and then, so that it never fills while the daemon serves (it asks when it does)."""
+    """Read the ledger a while after something was written to it, so that it never fills while the daemon serves (it
+    asks when it does), and the relay sleeps while the agent is quiet: at most one read a second."""
+    loop = asyncio.get_running_loop()
     while True:
+        await until_ready(loop.add_reader, loop.remove_reader, fd)
         await anyio.sleep(LEDGER_DRAIN_S)
         ledger.drain(fd)
 

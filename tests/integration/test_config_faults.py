@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcphost.config import watcher
+from mcphost.config import dirwatch, watcher
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
 from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, records_of
 from tests.helpers import poll as wait_for
@@ -102,6 +103,85 @@ async def test_a_loop_of_links_is_an_error_until_the_link_is_fixed(tmp_path: Pat
         await wait_for(lambda: len(events) == 2, "the fixed link")
     assert isinstance(broken, Rejected) and "cannot read the file" in str(broken.error)
     assert isinstance(events[1], Reloaded) and events[1].loaded.config.permissions.write.value == "deny"
+
+
+# ---- changes on the way to the file, told as they happen
+
+
+@pytest.fixture
+def no_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watch that would look again only a minute later: what the tests below see, the kernel told."""
+    if dirwatch._INOTIFY is None:
+        pytest.skip("the kernel tells of changes on the way only through inotify (Linux)")
+    monkeypatch.setattr(watcher, "PARENT_POLL_S", 60.0)
+
+
+async def test_a_config_directory_renamed_and_made_again_is_followed_at_once(tmp_path: Path, no_polling: None) -> None:
+    config_dir = tmp_path / "home" / ".config" / "mcphost"
+    config_dir.mkdir(parents=True)
+    path = config_dir / "config.toml"
+    path.write_text(BASE, encoding="utf-8")
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("ask", BASE))
+        (tmp_path / "home" / ".config").rename(tmp_path / "home" / ".config.bak")  # two levels up
+        (event,) = await wait_for(lambda: events, "the config gone with its directory")
+        assert isinstance(event, Missing)
+        config_dir.mkdir(parents=True)
+        path.write_text(with_write("deny", BASE), encoding="utf-8")
+        await wait_for(lambda: len(events) == 2, "the config in the new directory")
+    assert isinstance(events[1], Reloaded) and events[1].loaded.config.permissions.write.value == "deny"
+
+
+async def test_a_symlinked_config_directory_re_pointed_is_followed_at_once(tmp_path: Path, no_polling: None) -> None:
+    # GNU Stow's way: ~/.config/mcphost is a link to a directory in the dotfiles.
+    for machine, verdict in (("home", "ask"), ("work", "deny")):
+        (tmp_path / "dotfiles" / machine).mkdir(parents=True)
+        (tmp_path / "dotfiles" / machine / "config.toml").write_text(with_write(verdict, BASE), encoding="utf-8")
+    (tmp_path / ".config").mkdir()
+    linked = tmp_path / ".config" / "mcphost"
+    linked.symlink_to(Path("..") / "dotfiles" / "home")
+    path = linked / "config.toml"
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("confirm", BASE))
+        (tmp_path / "dotfiles" / "home" / "config.toml").write_text(with_write("ask", BASE), encoding="utf-8")
+        await wait_for(lambda: events, "a save to the file the directory link leads to")
+        events.clear()
+        relinked = tmp_path / ".config" / ".mcphost.new"
+        relinked.symlink_to(Path("..") / "dotfiles" / "work")
+        relinked.replace(linked)
+        (event,) = await wait_for(lambda: events, "the re-pointed directory link")
+    assert isinstance(event, Reloaded) and event.loaded.config.permissions.write.value == "deny"
+
+
+async def test_a_config_directory_made_after_the_start_is_watched_for(tmp_path: Path, no_polling: None) -> None:
+    path = tmp_path / "home" / ".config" / "mcphost" / "config.toml"
+    (tmp_path / "home").mkdir()
+    async with watching(path, None) as events:
+        await anyio.sleep(0.1)  # the watch in place, on the nearest directory there is
+        path.parent.mkdir(parents=True)
+        path.write_text(with_write("deny", BASE), encoding="utf-8")
+        (event,) = await wait_for(lambda: events, "the new config")
+    assert isinstance(event, Reloaded) and event.loaded.config.permissions.write.value == "deny"
+
+
+def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
+    loop = asyncio.get_running_loop()
+    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+    return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]
+
+
+async def test_a_watch_nobody_saves_under_leaves_no_timer_on_the_loop(tmp_path: Path) -> None:
+    if dirwatch._INOTIFY is None:
+        pytest.skip("without inotify the watch looks for itself once a second")
+    (tmp_path / ".config").mkdir()
+    (tmp_path / "dotfiles").mkdir()
+    (tmp_path / "dotfiles" / "mcphost.toml").write_text(BASE, encoding="utf-8")
+    path = tmp_path / ".config" / "config.toml"
+    path.symlink_to(Path("..") / "dotfiles" / "mcphost.toml")
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(tmp_path / "dotfiles" / "mcphost.toml", events, with_write("ask", BASE))
+        await anyio.sleep(0.2)  # the report settled
+        assert timers_due_within(5) == []  # asleep until the kernel tells of a change
 
 
 # ---- half-written saves

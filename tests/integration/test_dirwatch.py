@@ -4,6 +4,7 @@ watchfiles where there is none (run here too, with inotify hidden)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import shutil
 import threading
@@ -65,10 +66,65 @@ async def test_a_write_in_place_is_named(tmp_path: Path, backend: str) -> None:
         await next_naming(batches, "config.toml")
 
 
-async def test_a_quiet_directory_yields_an_empty_batch_each_period(tmp_path: Path, backend: str) -> None:
+async def quiet_for(batches: AsyncGenerator[dirwatch.Batch], seconds: float) -> bool:
+    with anyio.move_on_after(seconds):
+        await anext(batches)
+        return False
+    return True
+
+
+@needs_inotify
+async def test_a_quiet_directory_the_kernel_watches_whole_yields_nothing(tmp_path: Path) -> None:
+    async with watching(tmp_path, every=0.05) as batches:
+        assert await quiet_for(batches, 0.3)  # six periods: told of everything, it has no reason to look
+
+
+async def test_without_inotify_a_quiet_directory_yields_an_empty_batch_each_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dirwatch, "_INOTIFY", None)
     async with watching(tmp_path, every=0.05) as batches:
         with anyio.fail_after(10):
             assert await anext(batches) == frozenset()
+
+
+@needs_inotify
+async def test_a_directory_the_kernel_will_not_watch_gets_an_empty_batch_each_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert dirwatch._INOTIFY is not None
+    real = dirwatch._INOTIFY
+    refused = tmp_path / "refused"
+    refused.mkdir()
+
+    def add_watch(fd: int, path: bytes, mask: int) -> int:
+        if path == bytes(refused):
+            ctypes.set_errno(errno.EACCES)
+            return -1
+        return real.add_watch(fd, path, mask)
+
+    monkeypatch.setattr(dirwatch, "_INOTIFY", dirwatch._Inotify(real.init1, add_watch))
+    batches = dirwatch.changes([tmp_path], entries=[refused], every=0.05)
+    async with contextlib.aclosing(batches):
+        with anyio.fail_after(10):
+            assert await anext(batches) == frozenset()  # in place
+            assert await anext(batches) == frozenset()  # a period later: look, something goes untold
+
+
+@needs_inotify
+async def test_a_directory_on_the_way_tells_names_coming_and_going_not_writes(tmp_path: Path) -> None:
+    (tmp_path / "history").write_text("a", encoding="utf-8")
+    batches = dirwatch.changes([], entries=[tmp_path], every=0.05)
+    async with contextlib.aclosing(batches):
+        with anyio.fail_after(10):
+            await anext(batches)
+        with (tmp_path / "history").open("a", encoding="utf-8") as f:
+            f.write("b")  # a shell's history in the home directory: no wake-up for it
+        assert await quiet_for(batches, 0.3)
+        (tmp_path / "mcphost").mkdir()
+        await next_naming(batches, "mcphost")
+        (tmp_path / "mcphost").rename(tmp_path / "mcphost.old")
+        await next_naming(batches, "mcphost")
 
 
 @needs_inotify
@@ -109,7 +165,7 @@ async def test_a_missing_directory_is_an_os_error_naming_it(tmp_path: Path) -> N
 async def test_with_the_users_inotify_watches_spent_a_save_is_still_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def spent(inotify: object, directories: object) -> int:
+    def spent(inotify: object, watches: object) -> tuple[int, bool]:
         raise OSError(errno.ENOSPC, "inotify: No space left on device")
 
     monkeypatch.setattr(dirwatch, "_watch", spent)

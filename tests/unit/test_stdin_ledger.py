@@ -9,8 +9,10 @@ import os
 from typing import Any
 
 import orjson
+import pytest
 
 from mcphost.pipes import Peeker
+from mcphost.serve import relay
 from mcphost.serve.handoff import Ledger, LedgerFold, StdinPump
 
 
@@ -209,3 +211,35 @@ def test_a_socket_is_peeked_at_whole_without_a_buffer_of_the_most_a_peek_may_see
         peeker.close()
         agent.close()
         ours.close()
+
+
+def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
+    loop = asyncio.get_running_loop()
+    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+    return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]
+
+
+async def test_the_relay_sleeps_on_a_quiet_ledger_and_reads_it_a_while_after_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(relay, "LEDGER_DRAIN_S", 0.05)
+    ledger_r, ledger_w = nonblocking_pipe()
+    fold = LedgerFold()
+    task = asyncio.ensure_future(relay._drain_every(fold, ledger_r))
+    try:
+        await asyncio.sleep(0.2)
+        assert timers_due_within(5) == []  # nothing written: no read to come, the relay's process asleep
+        await Ledger(ledger_w, lambda: None).note({"take": [["a", "tools/call"]], "chunk": 1, "crc": 0})
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if fold.in_flight:
+                break
+        assert set(fold.in_flight) == {"a"}
+        await asyncio.sleep(0.1)
+        assert timers_due_within(5) == []  # read, and asleep again
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    for fd in (ledger_r, ledger_w):
+        os.close(fd)
