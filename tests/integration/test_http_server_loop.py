@@ -74,6 +74,8 @@ async def test_an_idle_server_leaves_no_timer_on_the_loop_and_stop_wakes_it_at_o
 
 
 async def test_an_open_event_stream_leaves_no_timer_and_stop_ends_it_at_once() -> None:
+    if http_server._sse_shutdown() is None:
+        pytest.skip("this sse-starlette keeps no record of its streams to end: its own watch ends them")
     async with serving() as (server, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /events HTTP/1.1\r\nhost: x\r\n\r\n")
