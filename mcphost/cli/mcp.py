@@ -109,7 +109,8 @@ async def _local_server(
         loaded = _load(args)
     session_id = stdio_session_id()
     async with Host(loaded, watch=True) as host:
-        yield build_server(host.gateway, session_id=session_id), DirectCalls.factory(host.gateway, session_id)
+        server = build_server(host.gateway, session_id=session_id)
+        yield server, DirectCalls.factory(host.gateway, session_id, server)
 
 
 async def until_signalled(

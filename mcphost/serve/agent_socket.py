@@ -66,7 +66,7 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
             elif fds:
                 raise ConnectionError(f"a relay passed {len(fds)} fds with an unknown first line: {first!r:.80}")
             server = build_server(gateway, session_id=session_id)
-            shortcut = DirectCalls.factory(gateway, session_id)
+            shortcut = DirectCalls.factory(gateway, session_id, server)
             if stdin is None:
                 async with session_streams(reader, writer, shortcut=shortcut, out=out) as streams:
                     await server.run(*streams, server.create_initialization_options())

@@ -20,8 +20,11 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from mcphost import __version__
 from mcphost.approval.approvals import Elicit, Elicited, InputRequired
@@ -298,15 +301,20 @@ class DirectCalls:
     and tasks off the busiest path. Everything else, the handshake included, goes to the SDK session; this only
     watches the handshake for the client's name and capabilities.
 
-    It takes calls only in a session opened with `initialize` (2026-era requests, which carry their protocol
-    version in `_meta`, stay with the SDK). It answers cancellation as the SDK does (the call is cut short and
-    recorded as cancelled; no answer is sent) and asks through the agent's client (elicitation) as the SDK does.
+    It takes calls in a session opened with `initialize`, and asks through the agent's client (elicitation) as the
+    SDK does. On a 2026-era stream (its first request carries the protocol version in `_meta`, and the SDK serves it
+    so) it takes the calls of clients that declare no elicitation, checked and shaped as the SDK checks and shapes
+    them (`modern_call`, `modern_result`); a client that can be asked gets the SDK's input-required round trip, whose
+    state only the SDK's boundary seals. It answers cancellation as the SDK does (the call is cut short and recorded
+    as cancelled; no answer is sent).
     """
 
-    def __init__(self, gateway: Gateway, session_id: str, send: Send) -> None:
+    def __init__(self, gateway: Gateway, session_id: str, send: Send, server_info: dict[str, Any]) -> None:
         self._gateway = gateway
         self._session_id = session_id
         self._send = send
+        self._server_info = server_info
+        self._modern: bool | None = None  # the stream's era, as the SDK decides it from the first request
         self._opened = False
         self._client: str | None = None
         self._elicits = False
@@ -316,12 +324,22 @@ class DirectCalls:
         self._made_context: CallContext | None = None  # what every call of the session shares, made once it opens
 
     @classmethod
-    def factory(cls, gateway: Gateway, session_id: str) -> Callable[[Outbox], DirectCalls]:
-        return lambda out: cls(gateway, session_id, out.put)
+    def factory(cls, gateway: Gateway, session_id: str, server: Server[Any]) -> Callable[[Outbox], DirectCalls]:
+        server_info = server.server_info_stamp
+        return lambda out: cls(gateway, session_id, out.put, server_info)
 
     def take(self, message: dict[str, Any], line: bytes) -> CallCut | bool:
         method = message.get("method")
+        if self._modern is None and method is not None and "id" in message:
+            # The SDK serves the stream in the era of the first request it reads, so that one is its own.
+            params = message.get("params")
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            self._modern = method != "initialize" and isinstance(meta, dict) and _MODERN_META in meta
+            if method == "tools/call":
+                return False
         if method == "tools/call":
+            if self._modern:
+                return self._modern_call(message)
             return self._call(message)
         if method is None:
             return self._answered(message)
@@ -359,6 +377,27 @@ class DirectCalls:
             await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}), answers=request_id)
 
         # Known from now, started on a later turn: the agent's cancellation may come in between (the same read).
+        taken = self._running[key] = CallCut(run)
+        return taken
+
+    def _modern_call(self, message: dict[str, Any]) -> CallCut | bool:
+        call = modern_call(message)
+        if call is None:
+            return False
+        request_id, name, arguments, version, client = call
+        key = id_key(request_id)
+        if key in self._running:
+            return False
+        context = CallContext(session_id=self._session_id, client=client, elicit=None)
+
+        async def run(cut: CallCut) -> None:
+            try:
+                data = await call_result(self._gateway, name, arguments, context)
+            finally:
+                self._running.pop(key, None)
+            kind, answer = modern_result(version, data, self._server_info)
+            await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, kind: answer}), answers=request_id)
+
         taken = self._running[key] = CallCut(run)
         return taken
 
@@ -436,6 +475,57 @@ def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | 
     ):
         return None
     return request_id, name, arguments
+
+
+def modern_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any], str, str | None] | None:
+    """(id, tool name, arguments, protocol version, the client's name for records) of a 2026-era tools/call a
+    shortcut may answer: one the SDK would take as it is (its envelope and its params valid for that version), from
+    a client that declares no elicitation, and no repeat of a call that asked (`requestState`, `inputResponses`).
+    Everything else is the SDK's, with the answer it gives."""
+    request_id, params = message.get("id"), message.get("params")
+    if not valid_id(request_id) or not isinstance(params, dict) or _ROUND_KEYS & params.keys():
+        return None
+    route = classify_inbound_request(message)
+    if not isinstance(route, InboundModernRoute):
+        return None
+    try:
+        validate_client_request("tools/call", route.protocol_version, params)
+    except (ValidationError, KeyError, ValueError):
+        return None
+    capabilities, info = route.client_capabilities, route.client_info
+    if not isinstance(capabilities, dict) or capabilities.get("elicitation") is not None:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, dict | None):
+        return None
+    # The SDK names the client only from a full envelope (its info and capabilities both there).
+    return request_id, name, arguments or {}, route.protocol_version, client_name(info) if info is not None else None
+
+
+_ROUND_KEYS = frozenset({"requestState", "inputResponses"})
+
+
+def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """("result", a tool result on the wire of a 2026-era `version`), made as the SDK's path makes it (the handler's
+    `CallToolResult`, its dump shaped by that version's schema: `resultType`, only the fields it has, the server's
+    `_meta` stamp); or ("error", what that path answers for a result it cannot take). What the upstream answered is in
+    the call's record either way."""
+    try:
+        dumped = types.CallToolResult.model_validate(data).model_dump(by_alias=True, mode="json", exclude_none=True)
+    except ValidationError:
+        # `build_server`'s handler raises it; the SDK answers every handler's ValidationError so.
+        return "error", {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""}
+    try:
+        shaped = serialize_server_result("tools/call", version, dumped)
+    except (ValidationError, KeyError, ValueError):
+        logger.exception("a tool result does not fit the %s schema", version)
+        return "error", {"code": INTERNAL_ERROR, "message": "Handler returned an invalid result"}
+    meta = shaped.get("_meta")
+    if meta is None:
+        shaped["_meta"] = {SERVER_INFO_META_KEY: server_info}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        shaped["_meta"] = {**meta, SERVER_INFO_META_KEY: server_info}
+    return "result", shaped
 
 
 class HttpCalls:

@@ -5,7 +5,9 @@ served."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.helpers import Sandbox, agent, error_of, poll, raw_agent, slow_read, text_of
+from tests.helpers import Sandbox, agent, daemon, error_of, poll, raw_agent, slow_read, text_of
 
 LENIENT = '[permissions]\nread = "allow"\nwrite = "ask"\nno_editor = "elicit"\n\n'
 READ = {"name": "probe:read_notes", "args": {"text": "hi"}, "intent": {"operation_type": "read"}}
@@ -146,3 +148,111 @@ async def test_clients_of_both_protocol_eras_call_through_stdio(sandbox: Sandbox
             result = await client.call_tool("call_tool_read", READ)
     assert not result.is_error and text_of(result) == "read_notes: hi"
     assert [r["status"] for r in sandbox.tool_calls()] == ["success"]
+
+
+# ---- 2026-era calls: the shortcut answers them as the SDK does
+
+
+def modern_meta(**capabilities: Any) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-agent", "version": "3"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+
+
+MODERN_CASES = {
+    "a read": ("call_tool_read", READ),
+    "an upstream's error result": ("call_tool_write", {"name": "probe:fail", "args": {}, "intent": WRITE["intent"]}),
+    "a warning beside the result": (
+        "call_tool_write",
+        {"name": "probe:read_notes", "args": {"text": "w"}, "intent": {"operation_type": "write"}},
+    ),
+    "an unknown upstream tool": ("call_tool_read", {"name": "probe:nope", "intent": {"operation_type": "read"}}),
+    "a tool mcphost does not have": ("call_tool", READ),
+    "retrieve_tools": ("retrieve_tools", {"query": "notes"}),
+}
+
+
+COUNTING = """
+import os
+from mcphost.serve import mcp_server
+
+shaped = mcp_server.modern_result
+
+
+def counted(*args, **kwargs):
+    with open(os.environ["MCPHOST_TEST_SHORTCUT_COUNT"], "a") as f:
+        f.write("shortcut\\n")
+    return shaped(*args, **kwargs)
+
+
+mcp_server.modern_result = counted
+"""
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+async def test_a_2026_era_call_is_answered_exactly_as_the_sdk_answers_it(
+    sandbox: Sandbox, door: str, tmp_path: Path
+) -> None:
+    # A client that declares elicitation is the SDK's (only its boundary seals the state of a call that asks); with
+    # nothing to ask (every call allowed), the same call from a client that declares none is the shortcut's. Both
+    # answers, and both records, must be the same. In process, a sitecustomize counts the shortcut's answers.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(COUNTING, encoding="utf-8")
+    count = tmp_path / "shortcut-count"
+    counting = {
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
+        "MCPHOST_TEST_SHORTCUT_COUNT": str(count),
+    }
+    sandbox.write_config(
+        '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nread = "allow"\nwrite = "allow"\n\n'
+        + sandbox.probe_server()
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        if door == "relay":
+            await stack.enter_async_context(daemon(sandbox))
+        args, env = ([door], counting) if door != "relay" else ([], None)
+        raw = await stack.enter_async_context(raw_agent(sandbox, *args, env=env))
+        discover = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}}
+        await raw.send(discover)
+        assert (await raw.answer_to(0))["result"]["supportedVersions"] == ["2026-07-28"]
+        for case, (tool, arguments) in MODERN_CASES.items():
+            before = len(sandbox.tool_calls())
+            await raw.send_line(call_line("sdk", tool, arguments, meta=modern_meta(elicitation={})))
+            by_sdk = await raw.answer_to("sdk")
+            await raw.send_line(call_line("shortcut", tool, arguments, meta=modern_meta()))
+            by_shortcut = await raw.answer_to("shortcut")
+            assert {k: v for k, v in by_shortcut.items() if k != "id"} == {
+                k: v for k, v in by_sdk.items() if k != "id"
+            }, case
+            records = sandbox.tool_calls()[before:]  # on disk before either answer was sent
+            assert len(records) in (0, 2), (case, records)
+            if records:
+                sdk_record, shortcut_record = records
+                assert sdk_record["client"] == shortcut_record["client"] == "modern-agent 3", case
+                assert sdk_record["session_id"] == shortcut_record["session_id"], case
+                assert sdk_record["status"] == shortcut_record["status"], case
+        if door == "relay":
+            assert "relaying to" in raw.stderr, raw.stderr
+        else:
+            assert count.read_text().splitlines() == ["shortcut"] * len(MODERN_CASES)
+
+
+async def test_a_2026_era_call_cancelled_by_the_agent_gets_no_answer_and_is_recorded_as_cancelled(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    async with raw_agent(sandbox, "--in-process") as raw:
+        await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
+        await raw.answer_to(0)
+        await raw.send_line(call_line("slow-1", "call_tool_read", slow_read(started, gate), meta=modern_meta()))
+        await poll(started.exists, "the upstream to start the slow call")
+        await raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow-1"}})
+        [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
+        assert record["status"] == "cancelled" and record["client"] == "modern-agent 3"
+        await raw.send_line(call_line(2, "call_tool_read", READ, meta=modern_meta()))
+        answer = await raw.receive()
+        assert answer["id"] == 2 and answer["result"]["content"] == [{"type": "text", "text": "read_notes: hi"}]
+    gate.touch()

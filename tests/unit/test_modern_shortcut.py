@@ -1,0 +1,150 @@
+"""Which 2026-era tool calls the stdio shortcut takes from the SDK, and how it shapes their results: only what the
+SDK would take as it is, from a client that cannot be asked, on a stream the SDK serves in that era; everything else
+goes on to the SDK, which answers it as it always did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.server import Server
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    INVALID_PARAMS,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
+
+from mcphost.serve.mcp_server import DirectCalls, modern_call, modern_result
+from mcphost.serve.stdio import CallCut
+
+MODERN = "2026-07-28"
+INFO = {"name": "agent", "version": "1.2"}
+READ = {"name": "probe:read_notes", "args": {"text": "x"}, "intent": {"operation_type": "read"}}
+STAMP = {"name": "mcphost", "version": "0"}
+
+
+def envelope(**changes: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        PROTOCOL_VERSION_META_KEY: MODERN,
+        CLIENT_INFO_META_KEY: INFO,
+        CLIENT_CAPABILITIES_META_KEY: {},
+    }
+    for key, value in changes.items():
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+    return meta
+
+
+def request(request_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def call(request_id: Any = 2, meta: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
+    return request(
+        request_id, "tools/call", {"name": "call_tool_read", "arguments": READ, "_meta": meta or envelope(), **params}
+    )
+
+
+def direct_calls() -> DirectCalls:
+    async def send(line: bytes, answers: Any = None, ok: bool = True) -> None:
+        raise AssertionError("nothing is run here")
+
+    return DirectCalls(gateway=None, session_id="stdio-test", send=send, server_info=STAMP)  # type: ignore[arg-type]
+
+
+def opened_modern() -> DirectCalls:
+    calls = direct_calls()
+    assert calls.take(request(1, "server/discover", {"_meta": envelope()}), b"") is False  # the SDK's: it answers it
+    return calls
+
+
+def test_after_a_2026_opening_a_plain_call_is_taken() -> None:
+    assert isinstance(opened_modern().take(call(), b""), CallCut)
+
+
+def test_the_opening_request_is_the_sdks_even_when_it_is_a_call() -> None:
+    calls = direct_calls()
+    assert calls.take(call(1), b"") is False  # the SDK decides the stream's era from it
+    assert isinstance(calls.take(call(2), b""), CallCut)
+
+
+def test_a_handshake_stream_takes_no_2026_call() -> None:
+    calls = direct_calls()
+    handshake = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": INFO}
+    assert calls.take(request(0, "initialize", handshake), b"") is False
+    assert calls.take(call(), b"") is False  # the SDK refuses an enveloped request on a handshake stream
+
+
+@pytest.mark.parametrize(
+    ("why", "message"),
+    [
+        ("a client that can be asked", call(meta=envelope(**{CLIENT_CAPABILITIES_META_KEY: {"elicitation": {}}}))),
+        ("the repeat of a call that asked", call(requestState="sealed")),
+        ("answers to a question", call(inputResponses={"mcphost_approval": {}})),
+        ("no capabilities in the envelope", call(meta=envelope(**{CLIENT_CAPABILITIES_META_KEY: None}))),
+        ("an unsupported version", call(meta=envelope(**{PROTOCOL_VERSION_META_KEY: "2099-01-01"}))),
+        ("a mis-shaped client info", call(meta=envelope(**{CLIENT_INFO_META_KEY: {"name": 5}}))),
+        ("no tool name", request(2, "tools/call", {"arguments": READ, "_meta": envelope()})),
+        ("arguments that are no object", call(arguments=["x"])),
+        ("an id that is no id", call(request_id=1.5)),
+    ],
+)
+def test_what_the_sdk_would_answer_otherwise_goes_to_it(why: str, message: dict[str, Any]) -> None:
+    assert opened_modern().take(message, b"") is False, why
+
+
+def test_the_record_names_the_client_only_from_a_full_envelope() -> None:
+    taken = modern_call(call())
+    assert taken is not None and taken[3:] == (MODERN, "agent 1.2")
+    anonymous = modern_call(call(meta=envelope(**{CLIENT_INFO_META_KEY: None})))
+    assert anonymous is not None and anonymous[4] is None
+
+
+def test_a_result_is_shaped_for_its_era_and_stamped_with_the_server() -> None:
+    data = {
+        "content": [{"type": "text", "text": "read_notes: x"}],
+        "structuredContent": {"tool": "read_notes"},
+        "isError": False,
+        "notInTheSchema": 1,
+    }
+    kind, shaped = modern_result(MODERN, data, STAMP)
+    assert kind == "result"
+    assert shaped == {
+        "content": [{"type": "text", "text": "read_notes: x"}],
+        "structuredContent": {"tool": "read_notes"},
+        "isError": False,
+        "resultType": "complete",
+        "_meta": {SERVER_INFO_META_KEY: STAMP},
+    }
+
+
+@pytest.mark.parametrize(
+    "data", [{"content": "not a list"}, {"content": [{"type": "text"}]}, {"content": [], "isError": "maybe"}]
+)
+def test_a_result_the_handler_could_not_make_is_the_error_the_sdk_gives(data: dict[str, Any]) -> None:
+    # The schema of the era alone would let these through as an empty result: the content silently gone.
+    kind, error = modern_result(MODERN, data, STAMP)
+    assert (kind, error) == ("error", {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""})
+
+
+def test_the_stamp_is_the_servers_own() -> None:
+    server: Server[Any] = Server("mcphost", version="9.9", title="mcphost")
+    seen: list[dict[str, Any]] = []
+
+    async def send(line: bytes, answers: Any = None, ok: bool = True) -> None:
+        seen.append({})
+
+    factory = DirectCalls.factory(None, "stdio-x", server)  # type: ignore[arg-type]
+
+    class Out:
+        put = send
+
+    made = factory(Out())  # type: ignore[arg-type]
+    assert made._server_info == server.server_info_stamp == types.Implementation(
+        name="mcphost", version="9.9", title="mcphost"
+    ).model_dump(by_alias=True, mode="json", exclude_none=True)
