@@ -145,6 +145,10 @@ def test_the_stamp_is_the_servers_own() -> None:
         put = send
 
     made = factory(Out())  # type: ignore[arg-type]
-    assert made._server_info == server.server_info_stamp == types.Implementation(
-        name="mcphost", version="9.9", title="mcphost"
-    ).model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert (
+        made._server_info
+        == server.server_info_stamp
+        == types.Implementation(name="mcphost", version="9.9", title="mcphost").model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
+    )
