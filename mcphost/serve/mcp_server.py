@@ -270,6 +270,9 @@ def build_server(gateway: Gateway, *, session_id: str | None = None, sessions: S
             return types.InputRequiredResult.model_validate(data)
         return types.CallToolResult.model_validate(data)
 
+    # What a 2026-era HTTP call's `Mcp-Param-*` headers are checked against. Without it the SDK runs the whole
+    # tools/list handler, and dumps all four definitions, for every such call only to read one schema back.
+    schemas = {tool.name: tool.input_schema for tool in tools}
     server: Server[Any] = Server(
         "mcphost",
         version=__version__,
@@ -277,6 +280,7 @@ def build_server(gateway: Gateway, *, session_id: str | None = None, sessions: S
         instructions=INSTRUCTIONS,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        get_tool_input_schema=schemas.get,
     )
     server.middleware.append(RequestStateBoundary(_round_state_security(), default_audience="mcphost"))
     return server

@@ -152,3 +152,19 @@ def test_the_stamp_is_the_servers_own() -> None:
             by_alias=True, mode="json", exclude_none=True
         )
     )
+
+
+async def test_the_schema_a_2026_http_call_is_checked_against_is_the_one_tools_list_advertises() -> None:
+    from mcp import Client
+
+    from mcphost.serve.mcp_server import build_server
+
+    server = build_server(None, session_id="stdio-x")  # type: ignore[arg-type]  # listing needs no gateway
+    async with Client(server, mode="auto", cache=None) as client:
+        listed = (await client.list_tools()).tools
+    assert len(listed) == 4
+    lookup = server.get_tool_input_schema
+    assert lookup is not None
+    for tool in listed:
+        assert lookup(tool.name) == tool.input_schema, tool.name
+    assert lookup("probe:read_notes") is None  # as a listing that does not advertise it: nothing to check
