@@ -480,3 +480,11 @@ async def http_probe(*flags: str) -> AsyncIterator[str]:
         with anyio.move_on_after(10):
             await process.wait()
         await process.aclose()
+
+
+def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
+    """The running loop's live timers due within `seconds`: what would wake a process that should sleep (a test's
+    own longer deadline is not among them)."""
+    loop = asyncio.get_running_loop()
+    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+    return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]

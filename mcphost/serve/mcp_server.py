@@ -336,20 +336,16 @@ class DirectCalls:
         method = message.get("method")
         if self._modern is None and method is not None and "id" in message:
             # The SDK serves the stream in the era of the first request it reads, so that one is its own.
-            params = message.get("params")
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            self._modern = method != "initialize" and isinstance(meta, dict) and _MODERN_META in meta
+            self._modern = method != "initialize" and _enveloped(message.get("params"))
             if method == "tools/call":
                 return False
         if method == "tools/call":
-            if self._modern:
-                return self._modern_call(message)
             return self._call(message)
         if method is None:
             return self._answered(message)
         if method == "initialize":
             params = message.get("params")
-            if isinstance(params, dict) and _MODERN_META not in (params.get("_meta") or {}):
+            if isinstance(params, dict) and not _enveloped(params):
                 self._opened = True
                 self._client = client_name(params.get("clientInfo"))
                 capabilities = params.get("capabilities")
@@ -364,10 +360,29 @@ class DirectCalls:
         return False
 
     def _call(self, message: dict[str, Any]) -> CallCut | bool:
+        if self._modern:
+            modern = modern_call(message)
+            if modern is None:
+                return False
+            request_id, name, arguments, version, client = modern
+            context = CallContext(session_id=self._session_id, client=client, elicit=None)
+            info = self._server_info
+            return self._start(request_id, name, arguments, lambda: context, lambda d: modern_result(version, d, info))
         call = shortcut_call(message) if self._opened else None
         if call is None:
             return False
         request_id, name, arguments = call
+        return self._start(request_id, name, arguments, self._context, _as_result)
+
+    def _start(
+        self,
+        request_id: Any,
+        name: str,
+        arguments: dict[str, Any],
+        context: Callable[[], CallContext],
+        wire: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]],
+    ) -> CallCut | bool:
+        """The call's job, answered with what `wire` makes of its result ("result" or "error", and the member)."""
         key = id_key(request_id)
         if key in self._running:
             return False
@@ -375,33 +390,13 @@ class DirectCalls:
         async def run(cut: CallCut) -> None:
             # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
             try:
-                result = await call_result(self._gateway, name, arguments, self._context())
+                data = await call_result(self._gateway, name, arguments, context())
             finally:
                 self._running.pop(key, None)
-            await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, "result": result}), answers=request_id)
-
-        # Known from now, started on a later turn: the agent's cancellation may come in between (the same read).
-        taken = self._running[key] = CallCut(run)
-        return taken
-
-    def _modern_call(self, message: dict[str, Any]) -> CallCut | bool:
-        call = modern_call(message)
-        if call is None:
-            return False
-        request_id, name, arguments, version, client = call
-        key = id_key(request_id)
-        if key in self._running:
-            return False
-        context = CallContext(session_id=self._session_id, client=client, elicit=None)
-
-        async def run(cut: CallCut) -> None:
-            try:
-                data = await call_result(self._gateway, name, arguments, context)
-            finally:
-                self._running.pop(key, None)
-            kind, answer = modern_result(version, data, self._server_info)
+            kind, answer = wire(data)
             await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, kind: answer}), answers=request_id)
 
+        # Known from now, started on a later turn: the agent's cancellation may come in between (the same read).
         taken = self._running[key] = CallCut(run)
         return taken
 
@@ -420,6 +415,16 @@ class DirectCalls:
 
 
 _MODERN_META = PROTOCOL_VERSION_META_KEY
+
+
+def _enveloped(params: Any) -> bool:
+    """Whether a request's params carry the 2026-era envelope: its protocol version in `_meta`, as the SDK tells."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and _MODERN_META in meta
+
+
+def _as_result(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "result", data
 
 
 async def ask_client(
@@ -471,12 +476,7 @@ def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | 
     name, arguments = params.get("name"), params.get("arguments")
     if arguments is None:
         arguments = {}
-    meta = params.get("_meta")
-    if (
-        not isinstance(name, str)
-        or not isinstance(arguments, dict)
-        or (isinstance(meta, dict) and _MODERN_META in meta)
-    ):
+    if not isinstance(name, str) or not isinstance(arguments, dict) or _enveloped(params):
         return None
     return request_id, name, arguments
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +13,7 @@ import pytest
 
 from mcphost.config import dirwatch, watcher
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
-from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, records_of
+from tests.helpers import Sandbox, agent, daemon, error_of, http_agent, records_of, timers_due_within
 from tests.helpers import poll as wait_for
 
 BASE = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
@@ -162,12 +161,6 @@ async def test_a_config_directory_made_after_the_start_is_watched_for(tmp_path: 
         path.write_text(with_write("deny", BASE), encoding="utf-8")
         (event,) = await wait_for(lambda: events, "the new config")
     assert isinstance(event, Reloaded) and event.loaded.config.permissions.write.value == "deny"
-
-
-def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
-    loop = asyncio.get_running_loop()
-    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-    return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]
 
 
 async def test_a_watch_nobody_saves_under_leaves_no_timer_on_the_loop(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import uvicorn
 from sse_starlette import EventSourceResponse
 
 from mcphost.serve import http_server
+from tests.helpers import timers_due_within
 
 pytestmark = pytest.mark.anyio
 
@@ -47,13 +48,6 @@ async def serving() -> AsyncIterator[tuple[http_server._Server, int]]:
             while not server.started:  # noqa: ASYNC110  # uvicorn sets a flag, no event
                 await anyio.sleep(0.005)
             yield server, sock.getsockname()[1]
-
-
-def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
-    """The loop's live timers due within `seconds` (the tests' own 10 s deadline is not)."""
-    loop = asyncio.get_running_loop()
-    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-    return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]
 
 
 async def head_of_a_response(port: int) -> bytes:

@@ -14,6 +14,7 @@ import pytest
 from mcphost.pipes import Peeker
 from mcphost.serve import relay
 from mcphost.serve.handoff import Ledger, LedgerFold, StdinPump
+from tests.helpers import timers_due_within
 
 
 def request(request_id: Any, method: str = "tools/call") -> bytes:
@@ -211,12 +212,6 @@ def test_a_socket_is_peeked_at_whole_without_a_buffer_of_the_most_a_peek_may_see
         peeker.close()
         agent.close()
         ours.close()
-
-
-def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
-    loop = asyncio.get_running_loop()
-    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-    return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]
 
 
 async def test_the_relay_sleeps_on_a_quiet_ledger_and_reads_it_a_while_after_a_note(
