@@ -67,8 +67,9 @@ START_TIMEOUT_S = 60.0
 SLOW_CALL_NS = 100_000_000  # --sdk: a path whose warm-up calls take longer gets SLOW_CALLS_PER_ROUND calls per round
 SLOW_CALLS_PER_ROUND = 5
 
-PATHS = ("direct", "floor", "in-process", "relay", "relay-sockets", "http", "supergateway", "mcp-proxy")
-MCPHOST_PATHS = ("in-process", "relay", "relay-sockets", "http")
+PATHS = ("direct", "floor", "in-process", "relay", "relay-sockets", "http", "http-2026", "supergateway", "mcp-proxy")
+MCPHOST_PATHS = ("in-process", "relay", "relay-sockets", "http", "http-2026")
+MODERN_VERSION = "2026-07-28"  # the "http-2026" path: one exchange per call, no handshake and no session
 PEERS = ("supergateway", "mcp-proxy")
 LABELS = {
     "direct": "direct stdio (client spawns probe.py)",
@@ -77,6 +78,7 @@ LABELS = {
     "relay": "mcphost mcp -> mcphost serve (stdio relay)",
     "relay-sockets": "the same relay, its stdio socket pairs (as Node agents spawn it)",
     "http": "mcphost serve (streamable HTTP)",
+    "http-2026": "mcphost serve (streamable HTTP, 2026-07-28: no session)",
     "supergateway": "supergateway{version} (stdio -> streamable HTTP)",
     "mcp-proxy": "mcp-proxy{version} (stdio -> streamable HTTP)",
 }
@@ -344,8 +346,11 @@ class HttpConnection:
 class HttpRpc(Rpc):
     """Streamable HTTP with one keep-alive connection: each message a POST, the answer JSON or an SSE stream."""
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
+    def __init__(self, url: str, headers: dict[str, str], modern: bool = False) -> None:
+        """`modern`: speak 2026-07-28, as the SDK's client in auto mode does: no handshake; each request carries the
+        protocol version, the client's info and capabilities in `_meta`, and its routing in headers."""
         super().__init__()
+        self.modern = modern
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.path = parts.path or "/"
@@ -366,8 +371,29 @@ class HttpRpc(Rpc):
             headers["mcp-protocol-version"] = self.protocol
         return headers
 
+    def initialize(self) -> dict[str, Any]:
+        if not self.modern:
+            return super().initialize()
+        self.protocol = MODERN_VERSION
+        return self.request("server/discover", {})
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.modern:
+            meta = {
+                "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                "io.modelcontextprotocol/clientInfo": {"name": "bench-paths", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            params = {**params, "_meta": meta}
+        return super().request(method, params)
+
     def _post(self, message: dict[str, Any]) -> HttpResponse:
         body, headers = _dumps(message), self._request_headers()
+        if self.modern and "method" in message:
+            headers["mcp-method"] = message["method"]
+            name = message.get("params", {}).get("name")
+            if isinstance(name, str):
+                headers["mcp-name"] = name
         try:
             return self.conn.request("POST", self.path, headers, body)
         except (BrokenPipeError, ConnectionResetError):
@@ -988,7 +1014,7 @@ def open_plain(
         rpc = StdioRpc(argv, box.env(), stack.enter_context(box.stderr_file(key)), sockets=key == "relay-sockets")
     else:
         url, headers = urls[key]
-        rpc = HttpRpc(url, headers)
+        rpc = HttpRpc(url, headers, modern=key == "http-2026")
     stack.callback(rpc.close)
     rpc.initialize()
     if key in ("relay", "relay-sockets") and "relaying to" not in box.stderr_tail(key):
@@ -1006,10 +1032,10 @@ def start_servers(
     versions: dict[str, str] = {}
     unavailable: dict[str, str] = {}
     pids: dict[str, int] = {}
-    if "relay" in paths or "relay-sockets" in paths or "http" in paths:
+    if {"relay", "relay-sockets", "http", "http-2026"} & set(paths):
         daemon = start_daemon(box, stack, mcphost)
-        urls["http"] = (daemon.url, daemon.headers)
-        pids["relay"] = pids["relay-sockets"] = pids["http"] = daemon.process.pid
+        urls["http"] = urls["http-2026"] = (daemon.url, daemon.headers)
+        pids["relay"] = pids["relay-sockets"] = pids["http"] = pids["http-2026"] = daemon.process.pid
     for key in PEERS:
         if key not in paths:
             continue
@@ -1087,7 +1113,8 @@ def measure_sdk(
         async with contextlib.AsyncExitStack() as astack:
             clients: list[tuple[Target, Any]] = []
             for key in opts.paths:
-                if key in unavailable or key == "relay-sockets":  # the SDK's stdio client spawns on pipes only
+                # The SDK's stdio client spawns on pipes only; in auto mode its HTTP client is the 2026-07-28 row.
+                if key in unavailable or key in ("relay-sockets", "http-2026"):
                     continue
                 start = time.perf_counter()
                 errlog = astack.enter_context((box.root / f"sdk-{mode}-{key}.stderr").open("w", encoding="utf-8"))

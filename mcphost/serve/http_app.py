@@ -4,6 +4,7 @@ token, every route behind Host and Origin checks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import math
@@ -18,6 +19,7 @@ from typing import Any
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PARAM_HEADER_PREFIX, find_duplicated_routing_header
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -25,7 +27,7 @@ from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
-from mcphost.serve.mcp_server import HttpCalls, shortcut_call
+from mcphost.serve.mcp_server import HttpCalls, modern_call, shortcut_call
 from mcphost.serve.stdio import dump_line, shortcut_message
 
 MCP_PATH = "/mcp"
@@ -152,16 +154,63 @@ def security_settings(port: int) -> TransportSecuritySettings:
 _JSON, _STREAM = b"application/json", b"text/event-stream"
 _SESSION = SESSION_HEADER.encode()
 _VERSION = VERSION_HEADER.encode()
+_PARAM_HEADER = MCP_PARAM_HEADER_PREFIX.lower().encode()
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A tool call the shortcut answers itself: the session's id, the call (request id, tool name, arguments), and the
-    SDK's transport of that session, which counts the call as a request in flight."""
+    """A tool call the shortcut answers itself: the call (request id, tool name, arguments) and either the session's id
+    and the SDK's transport of that session, which counts the call as a request in flight (the handshake era), or
+    the protocol version and the client's name of a 2026-era single exchange (`modern`), which has no session."""
 
-    session: str
+    session: str | None
     call: tuple[Any, str, dict[str, Any]]
     transport: Any
+    modern: tuple[str, str | None] | None = None
+
+
+# What a claimed call's answer is: a whole body with its HTTP status, or None when it went out as an event stream.
+Answer = tuple[int, bytes] | None
+
+# Seconds a 2026-era call may run before its answer commits to an event stream, and between the stream's keep-alive
+# pings after that: the SDK's (`_SSE_PING_INTERVAL`), so a call waiting on a person looks the same on either way.
+SSE_DEFER_S = 15.0
+_SSE_HEAD = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+_PING = b": ping\r\n\r\n"
+
+
+def accepts_both(raw: bytes | None) -> bool:
+    """Whether an Accept header takes JSON and an event stream, read as the SDK reads it (`check_accept_headers`,
+    wildcards included): a substring test would claim `application/jsonx` and turn away `*/*`."""
+    kinds = [part.split(b";", 1)[0].strip().lower() for part in (raw or b"").split(b",")]
+    every = b"*/*" in kinds
+    return (every or _JSON in kinds or b"application/*" in kinds) and (every or _STREAM in kinds or b"text/*" in kinds)
+
+
+def json_content(raw: bytes | None) -> bool:
+    """Whether a POST's Content-Type passes both of the SDK's checks: its security middleware's (starts with
+    `application/json`, any case) and its transport's (`application/json` exactly, before any parameter). What fails
+    either is the SDK's to refuse (400 or 415): a browser's form post, say, which needs no preflight."""
+    if raw is None or not raw.lower().startswith(_JSON):
+        return False
+    return any(part.strip() == _JSON for part in raw.split(b";", 1)[0].split(b","))
+
+
+def _routing_duplicated(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    return find_duplicated_routing_header((key.decode("latin-1"), "") for key, _ in headers) is not None
+
+
+def _folded(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The request's headers by name, the first of each, as `dict(request.headers)` gives the SDK's classifier."""
+    folded: dict[str, str] = {}
+    for key, value in headers:
+        folded.setdefault(key.decode("latin-1"), value.decode("latin-1"))
+    return folded
 
 
 class CallShortcut:
@@ -177,22 +226,46 @@ class CallShortcut:
         self.calls = calls
 
     def claim(
-        self, session: str, raw_version: bytes | None, raw_accept: bytes | None, message: dict[str, Any] | None
+        self,
+        session: str,
+        raw_version: bytes | None,
+        raw_accept: bytes | None,
+        message: dict[str, Any] | None,
+        raw_type: bytes | None = _JSON,
     ) -> Claim | None:
         """The call this answers itself, or None: a `tools/call` it can read, in a handshake-era session that the
-        SDK's manager holds and whose `initialize` this saw, from a client that takes both kinds of answer."""
+        SDK's manager holds and whose `initialize` this saw, sent as JSON by a client that takes both kinds of
+        answer."""
         if message is None or message.get("method") != "tools/call":
             return None
         if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
-        accept = raw_accept or b""
-        if _JSON not in accept or _STREAM not in accept:
+        if not accepts_both(raw_accept) or not json_content(raw_type):
             return None
         transport = self.manager._server_instances.get(session)
         if transport is None or transport.is_terminated or not self.calls.knows(session):
             return None
         call = shortcut_call(message)
         return None if call is None else Claim(session, call, transport)
+
+    def claim_modern(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
+        """A 2026-era single exchange this answers itself, or None: a `tools/call` request (`modern_call`) that the
+        SDK's `handle_modern_request` would serve as it is, its routing headers each once and agreeing with its
+        envelope, from a client that takes both kinds of answer. Anything it would refuse is the SDK's to refuse, in
+        its words; so is a call with `Mcp-Param-*` headers, which mcphost's tools never ask for."""
+        accept, content_type = first_values(headers, b"accept", b"content-type")
+        if not accepts_both(accept) or not json_content(content_type):
+            return None
+        message = shortcut_message(body)
+        if message is None or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
+            return None
+        if any(key.startswith(_PARAM_HEADER) for key, _ in headers) or _routing_duplicated(headers):
+            return None
+        modern = modern_call(message, _folded(headers))
+        if modern is None:
+            return None
+        request_id, name, arguments, version, client = modern
+        return Claim(None, (request_id, name, arguments), None, (version, client))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "DELETE"):
@@ -217,13 +290,15 @@ class CallShortcut:
             else:
                 await self.app(scope, replay, send)
             return
-        claim = self.claim(session, raw_version, raw_accept, message)
+        (raw_type,) = headers_of(scope, b"content-type")
+        claim = self.claim(session, raw_version, raw_accept, message, raw_type)
         if claim is not None:
             answer = await self.answer(claim, send)
             if answer is not None:
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
-                await send({"type": "http.response.start", "status": 200 if answer else 202, "headers": headers})
-                await send({"type": "http.response.body", "body": answer})
+                status, whole = answer
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(whole)).encode())]
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": whole})
             return
         transport = self.manager._server_instances.get(session)
         if transport is None:
@@ -252,10 +327,13 @@ class CallShortcut:
 
         return noting
 
-    async def answer(self, claim: Claim, send: Send) -> bytes | None:
-        """Answer the claimed call. Returns its JSON-RPC response as a plain JSON body to send (empty when the client
-        cancelled it: 202), or None when the answer went out on an event stream through `send`, whole: a call that
-        puts a question to the agent's client first must stream."""
+    async def answer(self, claim: Claim, send: Send) -> Answer:
+        """Answer the claimed call. Returns its JSON-RPC response as a plain JSON body to send with its status (an
+        empty 202 when the client cancelled it), or None when the answer went out on an event stream through `send`,
+        whole: a call that puts a question to the agent's client first must stream, and so must a 2026-era call
+        still running after `SSE_DEFER_S`."""
+        if claim.modern is not None:
+            return await self._answer_modern(claim, claim.modern, send)
         streaming = False
 
         async def emit(message: dict[str, Any]) -> None:
@@ -268,9 +346,11 @@ class CallShortcut:
             await send({"type": "http.response.body", "body": event, "more_body": True})
 
         request_id, name, arguments = claim.call
+        session = claim.session
+        assert session is not None  # a handshake-era claim names its session
         held = _hold(claim.transport)
         try:
-            response = await self.calls.answer(claim.session, request_id, name, arguments, emit)
+            response = await self.calls.answer(session, request_id, name, arguments, emit)
             if streaming:
                 if response is not None:
                     await emit(response)
@@ -279,7 +359,62 @@ class CallShortcut:
         finally:
             if held:
                 _release(claim.transport)
-        return b"" if response is None else dump_line(response).rstrip(b"\n")
+        return (202, b"") if response is None else (200, dump_line(response).rstrip(b"\n"))
+
+    async def _answer_modern(self, claim: Claim, modern: tuple[str, str | None], send: Send) -> Answer:
+        """As `handle_modern_request` answers a call in its event-stream mode: plain JSON with the status its table
+        gives an error, unless the call runs past `SSE_DEFER_S`; then the answer commits to an event stream, which
+        a ping keeps open every `SSE_DEFER_S` until the response goes out on it. A client gone cancels the call (the
+        HTTP server cuts it): at this revision that is how a client cancels."""
+        request_id, name, arguments = claim.call
+        stream = _KeptOpen(send)
+        timer = asyncio.get_running_loop().call_later(SSE_DEFER_S, stream.commit)
+        try:
+            response = await self.calls.answer_modern(request_id, name, arguments, *modern)
+        finally:
+            timer.cancel()
+            await stream.settle()
+        body = dump_line(response).rstrip(b"\n")
+        if stream.committed:
+            event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+            await send({"type": "http.response.body", "body": event, "more_body": False})
+            return None
+        error = response.get("error")
+        return (ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if error is not None else 200), body
+
+
+class _KeptOpen:
+    """The event stream a 2026-era answer commits to once its call has run `SSE_DEFER_S`: its head and a ping then,
+    and a ping every `SSE_DEFER_S` after, until `settle` (the call's end) stops them; the response follows on it."""
+
+    __slots__ = ("_send", "_task", "committed")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._task: asyncio.Task[None] | None = None
+        self.committed = False
+
+    def commit(self) -> None:
+        self.committed = True
+        self._task = asyncio.get_running_loop().create_task(self._keep())
+
+    async def _keep(self) -> None:
+        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
+        while True:
+            await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
+            await asyncio.sleep(SSE_DEFER_S)
+
+    async def settle(self) -> None:
+        """Stop the pings, once the head has gone out (the response follows it)."""
+        task = self._task
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            raise failure
 
 
 class AgentsDoor:
@@ -293,17 +428,22 @@ class AgentsDoor:
         self._guard = guard
         self._shortcut = shortcut
         # What answers a claimed call: the shortcut's own, with no coroutine of this class's in between.
-        self.answer: Callable[[Claim, Send], Awaitable[bytes | None]] = shortcut.answer
+        self.answer: Callable[[Claim, Send], Awaitable[Answer]] = shortcut.answer
 
     def claim(self, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> Claim | None:
         """The tool call in a POST to /mcp with these headers (names in lower case) and this body, if the shortcut
         would answer it; the caller has checked the method and the path."""
-        host, origin, authorization, session, version, accept = first_values(
-            headers, b"host", b"origin", b"authorization", _SESSION, _VERSION, b"accept"
+        host, origin, authorization, session, version, accept, content_type = first_values(
+            headers, b"host", b"origin", b"authorization", _SESSION, _VERSION, b"accept", b"content-type"
         )
-        if session is None or not self._loopback.admits(host, origin) or not self._guard.admits(authorization):
+        if not self._loopback.admits(host, origin) or not self._guard.admits(authorization):
             return None
-        return self._shortcut.claim(session.decode("latin-1"), version, accept, shortcut_message(body))
+        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # The SDK's manager sends every other version to its 2026-era entry, a session header or not.
+            return self._shortcut.claim_modern(list(headers), body)
+        if session is None:
+            return None
+        return self._shortcut.claim(session.decode("latin-1"), version, accept, shortcut_message(body), content_type)
 
 
 async def _body(receive: Receive) -> bytes:

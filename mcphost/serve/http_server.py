@@ -26,6 +26,7 @@ from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
 from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, IdleTimer, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
+from mcphost.serve.stdio import CallCut
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class _AgentsHttp(HttpToolsProtocol):
 
     door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
     _held_body: bytearray | None = None
+    _cut: CallCut | None = None  # the 2026-era call in flight on this connection, which its client's leaving ends
     # The keep-alive clock (`IdleTimer`): uvicorn sets a timer after every response and cancels it at the next request:
     # its handle made, pushed on the loop's heap and popped again, on every call.
     _keep_alive: IdleTimer
@@ -118,6 +120,8 @@ class _AgentsHttp(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self._keep_alive.cancel()
+        if self._cut is not None:
+            self._cut.cancel()
 
     def _unset_keepalive_if_required(self) -> None:
         self._keep_alive.busy()
@@ -217,21 +221,35 @@ class _AgentsHttp(HttpToolsProtocol):
         task = self.loop.create_task(self._answer(claim, cycle))
         task.add_done_callback(self.tasks.discard)
         self.tasks.add(task)
+        if claim.modern is not None:
+            # At this revision a client cancels a call by going away: `connection_lost` cuts it.
+            self._cut = cut = CallCut()
+            cut.task, cut.started = task, True
+            task.add_done_callback(self._forget_cut)
+
+    def _forget_cut(self, task: asyncio.Task[None]) -> None:
+        if self._cut is not None and self._cut.task is task:
+            self._cut = None
 
     async def _answer(self, claim: Claim, cycle: RequestResponseCycle) -> None:
         """Answer a claimed call, in place of uvicorn's `run_asgi` and an app: what goes wrong is logged and answered
         as `run_asgi` answers an app that raised (a 500, or the connection closed if the answer had begun)."""
         assert self.door is not None
         try:
-            body = await self.door.answer(claim, cast(Any, cycle.send))
-            if body is not None:
+            answer = await self.door.answer(claim, cast(Any, cycle.send))
+            if answer is not None:
                 if cycle.flow.write_paused and not cycle.disconnected:  # as uvicorn's `send`: the client reads slowly
                     await cycle.flow.drain()
-                self._write_answer(cycle, body)
+                self._write_answer(cycle, *answer)
             elif not cycle.response_complete and not cycle.disconnected:  # a stream left open
                 logger.error("the answer to a claimed call ended without completing its event stream")
                 self.transport.close()
         except BaseException as exc:  # as uvicorn's `run_asgi`, cancellation included (a server stopping)
+            cut = self._cut
+            if cut is not None and cut.cut and cut.task is not None and isinstance(exc, asyncio.CancelledError):
+                # A 2026-era call whose client went away: cut short on purpose, recorded as cancelled, unanswered.
+                cut.task.uncancel()
+                return
             logger.error("the answer to a claimed call failed", exc_info=exc)
             if not cycle.response_started:
                 await cycle.send_500_response()
@@ -240,12 +258,12 @@ class _AgentsHttp(HttpToolsProtocol):
         finally:
             cycle.on_response = _nothing
 
-    def _write_answer(self, cycle: RequestResponseCycle, body: bytes) -> None:
+    def _write_answer(self, cycle: RequestResponseCycle, status: int, body: bytes) -> None:
         """What uvicorn's `send` does for a whole response of ours, whose headers need no checks."""
         if cycle.disconnected:
             return
         cycle.response_started = True
-        head = [STATUS_LINE[200 if body else 202]]
+        head = [STATUS_LINE[status]]
         for pair in cycle.default_headers:  # a loop, not a generator: no frames of its own
             head.append(b"%s: %s\r\n" % pair)
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
@@ -368,7 +386,7 @@ async def serve_http(
     port = sock.getsockname()[1]
     sessions = Sessions()
     mcp_server = build_server(host.gateway, sessions=sessions)
-    calls = HttpCalls(host.gateway, sessions)
+    calls = HttpCalls(host.gateway, sessions, mcp_server)
     app, door = build_http_app(mcp_server, secrets_, port, activity_path=host.activity.path, calls=calls)
     protocol = type("AgentsHttp", (_AgentsHttp,), {"door": door})
     # A call blocked in an upstream must not keep a stopping daemon alive: after 3 s uvicorn drops the requests in

@@ -13,7 +13,7 @@ import secrets
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -481,15 +481,17 @@ def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | 
     return request_id, name, arguments
 
 
-def modern_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any], str, str | None] | None:
+def modern_call(
+    message: dict[str, Any], headers: Mapping[str, str] | None = None
+) -> tuple[Any, str, dict[str, Any], str, str | None] | None:
     """(id, tool name, arguments, protocol version, the client's name for records) of a 2026-era tools/call a
-    shortcut may answer: one the SDK would take as it is (its envelope and its params valid for that version), from
-    a client that declares no elicitation, and no repeat of a call that asked (`requestState`, `inputResponses`).
-    Everything else is the SDK's, with the answer it gives."""
+    shortcut may answer: one the SDK would take as it is (its envelope and its params valid for that version, and
+    over HTTP its routing `headers` agreeing with them), from a client that declares no elicitation, and no repeat
+    of a call that asked (`requestState`, `inputResponses`). Everything else is the SDK's, with the answer it gives."""
     request_id, params = message.get("id"), message.get("params")
     if not valid_id(request_id) or not isinstance(params, dict) or _ROUND_KEYS & params.keys():
         return None
-    route = classify_inbound_request(message)
+    route = classify_inbound_request(message, headers=headers)
     if not isinstance(route, InboundModernRoute):
         return None
     try:
@@ -538,9 +540,10 @@ class HttpCalls:
     the one the SDK path gives it (`Sessions.name_of`); its client's name and capabilities come from its
     `initialize`, which the app shows this on the way in."""
 
-    def __init__(self, gateway: Gateway, sessions: Sessions) -> None:
+    def __init__(self, gateway: Gateway, sessions: Sessions, server: Server[Any]) -> None:
         self._gateway = gateway
         self._sessions = sessions
+        self.info = server.server_info_stamp  # what the SDK stamps on a 2026-era result's `_meta`
         # Per open session: its name (an HMAC of its id, made once), its client's name, whether that client elicits.
         self._clients: dict[str, tuple[str, str | None, bool]] = {}
         self._running: dict[tuple[str, str], CallCut] = {}
@@ -600,3 +603,13 @@ class HttpCalls:
         finally:
             self._running.pop(key, None)
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    async def answer_modern(
+        self, request_id: Any, name: str, arguments: dict[str, Any], version: str, client: str | None
+    ) -> dict[str, Any]:
+        """The JSON-RPC response to a 2026-era call (`modern_call`), as the SDK's single exchange makes it: no session
+        (one exchange is not one), nobody to ask (a client that could be asked is the SDK's). A call cut short (its
+        client gone) raises the cancellation, after the gateway has recorded it."""
+        context = CallContext(session_id=None, client=client, elicit=None)
+        kind, answer = modern_result(version, await call_result(self._gateway, name, arguments, context), self.info)
+        return {"jsonrpc": "2.0", "id": request_id, kind: answer}

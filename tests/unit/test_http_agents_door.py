@@ -36,10 +36,10 @@ class Door:
         self.offered.append((list(headers), body))
         return Claim("session", (7, "call_tool_read", {}), None)
 
-    async def answer(self, claim: Claim, send: Any) -> bytes | None:
+    async def answer(self, claim: Claim, send: Any) -> tuple[int, bytes] | None:
         if self.gate is not None:
             await self.gate.wait()
-        return self.answer_body
+        return (200 if self.answer_body else 202), self.answer_body
 
 
 class Transport(asyncio.Transport):
@@ -324,6 +324,29 @@ async def test_a_client_gone_before_the_answer_gets_nothing_written() -> None:
     door.gate.set()
     await settle(state)
     assert transport.writes == []
+
+
+async def test_a_2026_era_call_whose_client_goes_away_is_cut_short_quietly_and_a_handshake_call_is_not(
+    caplog: Any,
+) -> None:
+    # At 2026-07-28 a client cancels a call by going away; in the handshake era it sends notifications/cancelled.
+    for modern, cut in ((("2026-07-28", None), True), (None, False)):
+        door = Door()
+        door.gate = asyncio.Event()
+        door.claim = lambda headers, body, modern=modern: Claim(  # type: ignore[method-assign]
+            None if modern else "session", (7, "call_tool_read", {}), None, modern
+        )
+        protocol, transport, _, state = connect(door)
+        protocol.data_received(request())
+        await asyncio.sleep(0)
+        [task] = protocol.tasks
+        protocol.connection_lost(None)
+        await asyncio.sleep(0)
+        assert task.done() is cut
+        door.gate.set()
+        await settle(state)
+        assert transport.writes == [] and not task.cancelled()
+    assert "claimed call failed" not in caplog.text
 
 
 async def test_without_a_door_every_request_is_uvicorns() -> None:

@@ -1,0 +1,210 @@
+"""2026-07-28 tool calls over HTTP, answered by the daemon's call shortcut as the SDK's single exchange answers them.
+
+A client that declares elicitation is the SDK's (only its boundary seals the state of a call that asks), so the same
+call sent twice, once declaring it and once not, is answered once by each way: the two answers and their records must
+be the same. A sitecustomize in the daemon counts the shortcut's answers, so a test knows which way answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import pytest
+import pytest_asyncio
+from mcp_types import HEADER_MISMATCH
+
+from tests.helpers import Daemon, Sandbox, daemon, poll, slow_read
+from tests.integration.test_stdio_calls import COUNTING, MODERN_CASES, READ, modern_meta
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+MODERN = "2026-07-28"
+
+
+class CountingBox(Sandbox):
+    """A sandbox whose daemon loads a sitecustomize that notes each answer the shortcut shapes."""
+
+    @property
+    def count(self) -> Path:
+        return self.root / "shortcut-count"
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["PYTHONPATH"] = os.pathsep.join([str(self.root / "site"), env["PYTHONPATH"]])
+        env["MCPHOST_TEST_SHORTCUT_COUNT"] = str(self.count)
+        return env
+
+    def answered_by_shortcut(self) -> int:
+        return len(self.count.read_text().splitlines()) if self.count.exists() else 0
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daemon]:
+    box = CountingBox(tmp_path_factory.mktemp("modern-http"))
+    (box.root / "site").mkdir()
+    (box.root / "site" / "sitecustomize.py").write_text(COUNTING, encoding="utf-8")
+    box.write_config(
+        '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nread = "allow"\nwrite = "allow"\n\n'
+        + box.probe_server()
+    )
+    async with daemon(box) as d:
+        yield d
+
+
+def call_body(request_id: Any, tool: str, arguments: dict[str, Any], **capabilities: Any) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments, "_meta": modern_meta(**capabilities)}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def modern_headers(d: Daemon, body: dict[str, Any], **extra: str) -> dict[str, str]:
+    headers = {
+        **d.headers,
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": body["method"],
+        "mcp-name": body["params"]["name"],
+    }
+    headers.update(extra)
+    return headers
+
+
+async def post(d: Daemon, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx2.Response:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        return await http.post(d.url, content=json.dumps(body), headers=headers or modern_headers(d, body))
+
+
+async def test_a_2026_era_http_call_is_answered_by_the_shortcut_exactly_as_the_sdk_answers_it(served: Daemon) -> None:
+    box = served.box
+    assert isinstance(box, CountingBox)
+    shortcut_before = box.answered_by_shortcut()
+    for case, (tool, arguments) in MODERN_CASES.items():
+        before = len(box.tool_calls())
+        by_sdk = await post(served, call_body("sdk", tool, arguments, elicitation={}))
+        by_shortcut = await post(served, call_body("shortcut", tool, arguments))
+        assert by_shortcut.status_code == by_sdk.status_code == 200, case
+        assert by_shortcut.headers["content-type"] == by_sdk.headers["content-type"] == "application/json", case
+        assert "mcp-session-id" not in by_shortcut.headers, case
+        assert {k: v for k, v in by_shortcut.json().items() if k != "id"} == {
+            k: v for k, v in by_sdk.json().items() if k != "id"
+        }, case
+        assert by_shortcut.json()["id"] == "shortcut"
+        records = box.tool_calls()[before:]  # on disk before either answer was sent
+        assert len(records) in (0, 2), (case, records)
+        if records:
+            sdk_record, shortcut_record = records
+            assert sdk_record["client"] == shortcut_record["client"] == "modern-agent 3", case
+            assert "session_id" not in sdk_record and "session_id" not in shortcut_record, case
+            assert sdk_record["status"] == shortcut_record["status"], case
+    assert box.answered_by_shortcut() - shortcut_before == len(MODERN_CASES)
+
+
+async def test_what_the_sdk_would_refuse_it_refuses_in_its_own_words(served: Daemon) -> None:
+    box = served.box
+    assert isinstance(box, CountingBox)
+    body = call_body(1, "call_tool_read", READ)
+    mismatch = {"code": HEADER_MISMATCH}
+    refused: dict[str, tuple[dict[str, str], int, dict[str, int] | str]] = {
+        "a name header that disagrees with the body": (
+            modern_headers(served, body, **{"mcp-name": "retrieve_tools"}),
+            400,
+            mismatch,
+        ),
+        "a method header that disagrees with the body": (
+            modern_headers(served, body, **{"mcp-method": "tools/list"}),
+            400,
+            mismatch,
+        ),
+        "a body sent as text": (
+            modern_headers(served, body, **{"content-type": "text/plain"}),
+            400,
+            "Invalid Content-Type header",
+        ),
+        "a client that takes JSON only": (modern_headers(served, body, accept="application/json"), 406, ""),
+    }
+    before, shortcut_before = len(box.tool_calls()), box.answered_by_shortcut()
+    for case, (headers, status, said) in refused.items():
+        answer = await post(served, body, headers)
+        assert answer.status_code == status, (case, answer.text)
+        if isinstance(said, dict):
+            assert answer.json()["error"]["code"] == said["code"], case
+        else:
+            assert answer.text == said, case
+    duplicated = [(k, v) for k, v in modern_headers(served, body).items()] + [("mcp-method", "tools/call")]
+    async with httpx2.AsyncClient(timeout=30) as http:
+        twice = await http.post(served.url, content=json.dumps(body), headers=duplicated)
+    assert twice.status_code == 400 and "more than once" in twice.json()["error"]["message"]
+    assert len(box.tool_calls()) == before, "a refused call ran"
+    assert box.answered_by_shortcut() == shortcut_before
+
+
+async def test_a_handshake_era_call_sent_as_text_is_refused_as_the_sdk_refuses_it(served: Daemon) -> None:
+    # A browser's form post needs no preflight: only the SDK's content-type check stands between it and a call.
+    box = served.box
+    headers = {**served.headers, "content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(timeout=30, headers=headers) as http:
+        opened = await http.post(
+            served.url,
+            json={
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        await http.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        before = len(box.tool_calls())
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "call_tool_read", "arguments": READ},
+        }
+        as_text = await http.post(
+            served.url, content=json.dumps(call), headers={**session, "content-type": "text/plain;charset=UTF-8"}
+        )
+        assert as_text.status_code == 400, as_text.text
+        assert len(box.tool_calls()) == before
+        as_json = await http.post(served.url, content=json.dumps(call), headers=session)
+        assert as_json.status_code == 200 and as_json.json()["result"]["content"][0]["text"] == "read_notes: hi"
+
+
+async def test_a_2026_era_http_call_whose_client_goes_away_is_cut_short_and_recorded_as_cancelled(
+    served: Daemon, tmp_path: Path
+) -> None:
+    box = served.box
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    body = call_body("slow", "call_tool_read", slow_read(started, gate))
+    payload = json.dumps(body).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in modern_headers(served, body).items())
+    url = urlsplit(served.url)
+    before = len(box.tool_calls())
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    request = f"POST {url.path} HTTP/1.1\r\nhost: {url.netloc}\r\ncontent-length: {len(payload)}\r\n{head}\r\n"
+    writer.write(request.encode() + payload)
+    await writer.drain()
+    try:
+        await poll(started.exists, "the upstream to start the slow call")
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    try:
+        records = await poll(lambda: box.tool_calls()[before:], "the cut call's record")
+        assert [r["status"] for r in records] == ["cancelled"]
+        assert records[0]["client"] == "modern-agent 3"
+    finally:
+        gate.touch()
+    assert "claimed call failed" not in served.stderr
+    assert reader is not None
