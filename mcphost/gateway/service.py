@@ -37,6 +37,7 @@ from mcphost.intent import (
     raw_intent,
     recommended_variant,
 )
+from mcphost.policy import NoEditor
 from mcphost.upstream.connection import (
     State,
     ToolResult,
@@ -118,6 +119,11 @@ class Gateway:
         self.activity = activity
         self.approvals = approvals
         self._calls = 0  # calls under way: a call alone writes its records without a thread round trip
+
+    def asks_agents_clients(self) -> bool:
+        """Whether the config in force may put a call's question to the agent's own client (`no_editor =
+        "elicit"`): only then does it matter to a call whether that client can be asked."""
+        return self._config().config.permissions.no_editor is NoEditor.ELICIT
 
     # ---- retrieve_tools
 

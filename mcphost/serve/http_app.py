@@ -261,7 +261,7 @@ class CallShortcut:
             return None
         if any(key.startswith(_PARAM_HEADER) for key, _ in headers) or _routing_duplicated(headers):
             return None
-        modern = modern_call(message, _folded(headers))
+        modern = modern_call(message, _folded(headers), clients_asked=self.calls.asks_agents_clients())
         if modern is None:
             return None
         request_id, name, arguments, version, client = modern

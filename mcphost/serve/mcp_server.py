@@ -307,10 +307,10 @@ class DirectCalls:
 
     It takes calls in a session opened with `initialize`, and asks through the agent's client (elicitation) as the
     SDK does. On a 2026-era stream (its first request carries the protocol version in `_meta`, and the SDK serves it
-    so) it takes the calls of clients that declare no elicitation, checked and shaped as the SDK checks and shapes
-    them (`modern_call`, `modern_result`); a client that can be asked gets the SDK's input-required round trip, whose
-    state only the SDK's boundary seals. It answers cancellation as the SDK does (the call is cut short and recorded
-    as cancelled; no answer is sent).
+    so) it takes calls checked and shaped as the SDK checks and shapes them (`modern_call`, `modern_result`), except
+    those of a client that can be asked while the config may ask it: that one gets the SDK's input-required round
+    trip, whose state only the SDK's boundary seals. It answers cancellation as the SDK does (the call is cut short
+    and recorded as cancelled; no answer is sent).
     """
 
     def __init__(self, gateway: Gateway, session_id: str, send: Send, server_info: dict[str, Any]) -> None:
@@ -361,7 +361,7 @@ class DirectCalls:
 
     def _call(self, message: dict[str, Any]) -> CallCut | bool:
         if self._modern:
-            modern = modern_call(message)
+            modern = modern_call(message, clients_asked=self._gateway.asks_agents_clients())
             if modern is None:
                 return False
             request_id, name, arguments, version, client = modern
@@ -482,12 +482,15 @@ def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | 
 
 
 def modern_call(
-    message: dict[str, Any], headers: Mapping[str, str] | None = None
+    message: dict[str, Any], headers: Mapping[str, str] | None = None, *, clients_asked: bool = True
 ) -> tuple[Any, str, dict[str, Any], str, str | None] | None:
     """(id, tool name, arguments, protocol version, the client's name for records) of a 2026-era tools/call a
     shortcut may answer: one the SDK would take as it is (its envelope and its params valid for that version, and
-    over HTTP its routing `headers` agreeing with them), from a client that declares no elicitation, and no repeat
-    of a call that asked (`requestState`, `inputResponses`). Everything else is the SDK's, with the answer it gives."""
+    over HTTP its routing `headers` agreeing with them), and no repeat of a call that asked (`requestState`,
+    `inputResponses`). A client that declares elicitation is the SDK's while the config may ask it
+    (`clients_asked`, `Gateway.asks_agents_clients`): only the SDK's boundary seals the state of a call that asks;
+    under any other config nothing would ask it, and its call is answered as any other. Everything else is the SDK's,
+    with the answer it gives."""
     request_id, params = message.get("id"), message.get("params")
     if not valid_id(request_id) or not isinstance(params, dict) or _ROUND_KEYS & params.keys():
         return None
@@ -499,7 +502,7 @@ def modern_call(
     except (ValidationError, KeyError, ValueError):
         return None
     capabilities, info = route.client_capabilities, route.client_info
-    if not isinstance(capabilities, dict) or capabilities.get("elicitation") is not None:
+    if not isinstance(capabilities, dict) or (clients_asked and capabilities.get("elicitation") is not None):
         return None
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, dict | None):
@@ -542,6 +545,7 @@ class HttpCalls:
 
     def __init__(self, gateway: Gateway, sessions: Sessions, server: Server[Any]) -> None:
         self._gateway = gateway
+        self.asks_agents_clients = gateway.asks_agents_clients
         self._sessions = sessions
         self.info = server.server_info_stamp  # what the SDK stamps on a 2026-era result's `_meta`
         # Per open session: its name (an HMAC of its id, made once), its client's name, whether that client elicits.
@@ -610,6 +614,9 @@ class HttpCalls:
         """The JSON-RPC response to a 2026-era call (`modern_call`), as the SDK's single exchange makes it: no session
         (one exchange is not one), nobody to ask (a client that could be asked is the SDK's). A call cut short (its
         client gone) raises the cancellation, after the gateway has recorded it."""
+        # A client that could be asked is taken only while the config asks no client: nothing would ask it. (A
+        # config changed to ask clients between the claim and the call's start reads as one nobody can be asked:
+        # the call ends as NO_APPROVER, and its repeat goes the SDK's way.)
         context = CallContext(session_id=None, client=client, elicit=None)
         kind, answer = modern_result(version, await call_result(self._gateway, name, arguments, context), self.info)
         return {"jsonrpc": "2.0", "id": request_id, kind: answer}

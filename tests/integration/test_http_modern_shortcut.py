@@ -1,8 +1,9 @@
 """2026-07-28 tool calls over HTTP, answered by the daemon's call shortcut as the SDK's single exchange answers them.
 
-A client that declares elicitation is the SDK's (only its boundary seals the state of a call that asks), so the same
-call sent twice, once declaring it and once not, is answered once by each way: the two answers and their records must
-be the same. A sitecustomize in the daemon counts the shortcut's answers, so a test knows which way answered.
+A call that says it brings no state back (`requestState: null`, which the SDK reads as absent) is the SDK's: the
+shortcut takes no repeat of a call that asked. So the same call sent twice, once with it and once without, is answered
+once by each way: the two answers and their records must be the same. A sitecustomize in the daemon counts the
+shortcut's answers, so a test knows which way answered.
 """
 
 from __future__ import annotations
@@ -58,8 +59,14 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
         yield d
 
 
-def call_body(request_id: Any, tool: str, arguments: dict[str, Any], **capabilities: Any) -> dict[str, Any]:
-    params = {"name": tool, "arguments": arguments, "_meta": modern_meta(**capabilities)}
+def call_body(
+    request_id: Any, tool: str, arguments: dict[str, Any], *, sdk_way: bool = False, **capabilities: Any
+) -> dict[str, Any]:
+    """A 2026-era tools/call; `sdk_way`: one the shortcut leaves to the SDK, which reads it as the same call (an
+    explicit null `requestState` is no state to the SDK, but the shortcut takes no repeat of a call that asked)."""
+    params: dict[str, Any] = {"name": tool, "arguments": arguments, "_meta": modern_meta(**capabilities)}
+    if sdk_way:
+        params["requestState"] = None
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
@@ -87,8 +94,9 @@ async def test_a_2026_era_http_call_is_answered_by_the_shortcut_exactly_as_the_s
     shortcut_before = box.answered_by_shortcut()
     for case, (tool, arguments) in MODERN_CASES.items():
         before = len(box.tool_calls())
-        by_sdk = await post(served, call_body("sdk", tool, arguments, elicitation={}))
-        by_shortcut = await post(served, call_body("shortcut", tool, arguments))
+        by_sdk = await post(served, call_body("sdk", tool, arguments, sdk_way=True))
+        # A client that could be asked, under a config that asks no agent's client: nothing would ask it.
+        by_shortcut = await post(served, call_body("shortcut", tool, arguments, elicitation={}))
         assert by_shortcut.status_code == by_sdk.status_code == 200, case
         assert by_shortcut.headers["content-type"] == by_sdk.headers["content-type"] == "application/json", case
         assert "mcp-session-id" not in by_shortcut.headers, case

@@ -25,8 +25,14 @@ READ = {"name": "probe:read_notes", "args": {"text": "hi"}, "intent": {"operatio
 WRITE = {"name": "probe:plain_echo", "args": {"text": "asked"}, "intent": {"operation_type": "write"}}
 
 
-def call_line(request_id: Any, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> str:
+def call_line(
+    request_id: Any, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None, sdk_way: bool = False
+) -> str:
+    """A tools/call line; `sdk_way`: one the shortcut leaves to the SDK, which reads it as the same call (an explicit
+    null `requestState` is no state to the SDK, but the shortcut takes no repeat of a call that asked)."""
     params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if sdk_way:
+        params["requestState"] = None
     if meta is not None:
         params["_meta"] = meta
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
@@ -195,9 +201,10 @@ mcp_server.modern_result = counted
 async def test_a_2026_era_call_is_answered_exactly_as_the_sdk_answers_it(
     sandbox: Sandbox, door: str, tmp_path: Path
 ) -> None:
-    # A client that declares elicitation is the SDK's (only its boundary seals the state of a call that asks); with
-    # nothing to ask (every call allowed), the same call from a client that declares none is the shortcut's. Both
-    # answers, and both records, must be the same. In process, a sitecustomize counts the shortcut's answers.
+    # A call that says it brings no state back (`requestState: null`) is the SDK's: the shortcut takes no repeat of a
+    # call that asked. The same call without it is the shortcut's, from a client that could be asked too (the config
+    # asks no agent's client). Both answers, and both records, must be the same. In process, a sitecustomize counts
+    # the shortcut's answers.
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(COUNTING, encoding="utf-8")
     count = tmp_path / "shortcut-count"
@@ -219,7 +226,7 @@ async def test_a_2026_era_call_is_answered_exactly_as_the_sdk_answers_it(
         assert (await raw.answer_to(0))["result"]["supportedVersions"] == ["2026-07-28"]
         for case, (tool, arguments) in MODERN_CASES.items():
             before = len(sandbox.tool_calls())
-            await raw.send_line(call_line("sdk", tool, arguments, meta=modern_meta(elicitation={})))
+            await raw.send_line(call_line("sdk", tool, arguments, meta=modern_meta(elicitation={}), sdk_way=True))
             by_sdk = await raw.answer_to("sdk")
             await raw.send_line(call_line("shortcut", tool, arguments, meta=modern_meta()))
             by_shortcut = await raw.answer_to("shortcut")

@@ -50,15 +50,26 @@ def call(request_id: Any = 2, meta: dict[str, Any] | None = None, **params: Any)
     )
 
 
-def direct_calls() -> DirectCalls:
+class Gateway:
+    """What the shortcut asks of the gateway before it takes a call: whether the config may ask the agent's client."""
+
+    def __init__(self, asks: bool) -> None:
+        self.asks = asks
+
+    def asks_agents_clients(self) -> bool:
+        return self.asks
+
+
+def direct_calls(asks_clients: bool = True) -> DirectCalls:
     async def send(line: bytes, answers: Any = None, ok: bool = True) -> None:
         raise AssertionError("nothing is run here")
 
-    return DirectCalls(gateway=None, session_id="stdio-test", send=send, server_info=STAMP)  # type: ignore[arg-type]
+    gateway: Any = Gateway(asks_clients)
+    return DirectCalls(gateway=gateway, session_id="stdio-test", send=send, server_info=STAMP)
 
 
-def opened_modern() -> DirectCalls:
-    calls = direct_calls()
+def opened_modern(asks_clients: bool = True) -> DirectCalls:
+    calls = direct_calls(asks_clients)
     assert calls.take(request(1, "server/discover", {"_meta": envelope()}), b"") is False  # the SDK's: it answers it
     return calls
 
@@ -96,6 +107,15 @@ def test_a_handshake_stream_takes_no_2026_call() -> None:
 )
 def test_what_the_sdk_would_answer_otherwise_goes_to_it(why: str, message: dict[str, Any]) -> None:
     assert opened_modern().take(message, b"") is False, why
+
+
+def test_a_client_that_can_be_asked_is_taken_while_the_config_asks_no_client() -> None:
+    # `no_editor = "deny"` (the default): nothing would put a question to the agent's client, so whether it could
+    # answer one changes nothing in its call; with "elicit" only the SDK's boundary can seal the question's state.
+    asked = call(meta=envelope(**{CLIENT_CAPABILITIES_META_KEY: {"elicitation": {}}}))
+    assert isinstance(opened_modern(asks_clients=False).take(asked, b""), CallCut)
+    assert opened_modern(asks_clients=True).take(asked, b"") is False
+    assert opened_modern(asks_clients=False).take(call(requestState="sealed"), b"") is False  # a repeat, still
 
 
 def test_the_record_names_the_client_only_from_a_full_envelope() -> None:
