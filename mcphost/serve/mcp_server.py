@@ -519,6 +519,11 @@ def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any
     `CallToolResult`, its dump shaped by that version's schema: `resultType`, only the fields it has, the server's
     `_meta` stamp); or ("error", what that path answers for a result it cannot take). What the upstream answered is in
     the call's record either way."""
+    if version in _TEXT_SHAPED:
+        shaped = _text_result(data)
+        if shaped is not None:
+            shaped["_meta"] = {SERVER_INFO_META_KEY: server_info}
+            return "result", shaped
     try:
         dumped = types.CallToolResult.model_validate(data).model_dump(by_alias=True, mode="json", exclude_none=True)
     except ValidationError:
@@ -535,6 +540,33 @@ def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any
     elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
         shaped["_meta"] = {**meta, SERVER_INFO_META_KEY: server_info}
     return "result", shaped
+
+
+# The versions whose shaping of a plain text result `_text_result` makes without the models; a test holds the two
+# ways together for each. A version added to the SDK takes the models' way until it is added here.
+_TEXT_SHAPED = frozenset({"2026-07-28"})
+
+
+def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
+    """What the models make of a result that is text blocks and a plain `isError` only (most results, warnings
+    included), made directly: two pydantic validations and two dumps less on every such call. None for anything
+    else, which takes the models' way."""
+    content, is_error = data.get("content"), data.get("isError", False)
+    if (
+        len(data) != ("content" in data) + ("isError" in data)
+        or type(is_error) is not bool
+        or type(content) is not list
+    ):
+        return None
+    blocks = []
+    for block in content:
+        if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
+            return None
+        text = block.get("text")
+        if type(text) is not str:
+            return None
+        blocks.append({"text": text, "type": "text"})
+    return {"content": blocks, "isError": is_error, "resultType": "complete"}
 
 
 class HttpCalls:

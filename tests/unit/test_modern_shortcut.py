@@ -4,6 +4,7 @@ goes on to the SDK, which answers it as it always did."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import mcp_types as types
@@ -16,7 +17,9 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcphost.serve import mcp_server
 from mcphost.serve.mcp_server import DirectCalls, modern_call, modern_result
 from mcphost.serve.stdio import CallCut
 
@@ -150,6 +153,56 @@ def test_a_result_the_handler_could_not_make_is_the_error_the_sdk_gives(data: di
     # The schema of the era alone would let these through as an empty result: the content silently gone.
     kind, error = modern_result(MODERN, data, STAMP)
     assert (kind, error) == ("error", {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""})
+
+
+TEXT = {"type": "text", "text": "read_notes: x"}
+RESULTS = {
+    "a text block": {"content": [TEXT]},
+    "text blocks and an error": {
+        "content": [TEXT, {"type": "text", "text": "mcphost warning: é ☃ \u0000"}],
+        "isError": True,
+    },
+    "no content": {"content": []},
+    "not an error, said": {"content": [TEXT], "isError": False},
+    "no content at all": {},
+    "an error only": {"isError": True},
+    "an error said as text": {"content": [TEXT], "isError": "true"},
+    "an error said as null": {"content": [TEXT], "isError": None},
+    "an error said as 1": {"content": [TEXT], "isError": 1},
+    "structured content": {"content": [TEXT], "structuredContent": {"a": None, "b": [1, None]}},
+    "an image": {"content": [TEXT, {"type": "image", "data": "aGk=", "mimeType": "image/png"}]},
+    "a block with annotations": {"content": [{**TEXT, "annotations": {"priority": 0.5}}]},
+    "a block with null annotations": {"content": [{**TEXT, "annotations": None}]},
+    "a block with its own _meta": {"content": [{**TEXT, "_meta": {"k": "v"}}]},
+    "a block of no type": {"content": [{"text": "x", "kind": "text"}]},
+    "text that is no string": {"content": [{"type": "text", "text": 5}]},
+    "a block that is no object": {"content": ["x"]},
+    "the result's own _meta": {"content": [TEXT], "_meta": {"k": "v"}},
+    "a key the schema lacks": {"content": [TEXT], "other": 1},
+}
+
+
+@pytest.mark.parametrize("version", sorted(MODERN_PROTOCOL_VERSIONS))
+@pytest.mark.parametrize("case", RESULTS)
+def test_a_text_result_made_directly_is_what_the_models_make_of_it(
+    case: str, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = RESULTS[case]
+    direct = modern_result(version, json.loads(json.dumps(data)), STAMP)
+    monkeypatch.setattr(mcp_server, "_TEXT_SHAPED", frozenset())
+    by_models = modern_result(version, json.loads(json.dumps(data)), STAMP)
+    assert direct == by_models
+    assert json.dumps(direct) == json.dumps(by_models)  # the same keys in the same order, on the wire too
+
+
+def test_a_plain_text_result_is_made_without_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the models' way")
+
+    monkeypatch.setattr(mcp_server, "serialize_server_result", refuse)
+    assert modern_result(MODERN, {"content": [TEXT], "isError": True}, STAMP)[0] == "result"
+    with pytest.raises(AssertionError, match="the models' way"):
+        modern_result(MODERN, RESULTS["structured content"], STAMP)
 
 
 def test_the_stamp_is_the_servers_own() -> None:
