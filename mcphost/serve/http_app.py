@@ -395,11 +395,13 @@ class _KeptOpen:
         self.committed = False
 
     def commit(self) -> None:
-        self.committed = True
         self._task = asyncio.get_running_loop().create_task(self._keep())
 
     async def _keep(self) -> None:
         await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEAD})
+        # Committed once the head is out, not when the timer fired: a call that ends before this task first runs
+        # (or while the head waits on a slow reader) still has its answer to give as plain JSON.
+        self.committed = True
         while True:
             await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
             await asyncio.sleep(SSE_DEFER_S)

@@ -91,6 +91,24 @@ async def test_a_call_past_the_window_commits_to_an_event_stream_kept_open_by_pi
     assert json.loads(event.removeprefix(b"event: message\r\ndata: ")) == RESULT
 
 
+async def test_a_call_that_ends_as_its_stream_was_to_begin_is_still_answered_as_plain_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The window's timer fires in the same turn of the loop as the call's end: its stream never began.
+    monkeypatch.setattr(http_app, "SSE_DEFER_S", 0)
+
+    class Quick(Calls):
+        async def answer_modern(self, *args: Any) -> dict[str, Any]:
+            await asyncio.sleep(0)  # the timer's turn comes after this one's
+            await asyncio.sleep(0)  # the timer has fired: the stream's task is made, and runs after this turn
+            return self.response
+
+    send = Sent(lambda sent: False)
+    answer = await shortcut(Quick(RESULT)).answer(CLAIM, send)
+    assert send.messages == []
+    assert answer is not None and answer[0] == 200 and json.loads(answer[1]) == RESULT
+
+
 async def test_a_call_cut_short_stops_its_pings_and_sends_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http_app, "SSE_DEFER_S", 0.02)
     calls = Calls(RESULT)
