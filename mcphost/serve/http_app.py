@@ -231,7 +231,7 @@ class CallShortcut:
         raw_version: bytes | None,
         raw_accept: bytes | None,
         message: dict[str, Any] | None,
-        raw_type: bytes | None = _JSON,
+        raw_type: bytes | None,
     ) -> Claim | None:
         """The call this answers itself, or None: a `tools/call` it can read, in a handshake-era session that the
         SDK's manager holds and whose `initialize` this saw, sent as JSON by a client that takes both kinds of

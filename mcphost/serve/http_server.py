@@ -245,10 +245,11 @@ class _AgentsHttp(HttpToolsProtocol):
                 logger.error("the answer to a claimed call ended without completing its event stream")
                 self.transport.close()
         except BaseException as exc:  # as uvicorn's `run_asgi`, cancellation included (a server stopping)
-            cut = self._cut
-            if cut is not None and cut.cut and cut.task is not None and isinstance(exc, asyncio.CancelledError):
+            cut, task = self._cut, asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and cut is not None and cut.cut and cut.task is task:
                 # A 2026-era call whose client went away: cut short on purpose, recorded as cancelled, unanswered.
-                cut.task.uncancel()
+                assert task is not None
+                task.uncancel()
                 return
             logger.error("the answer to a claimed call failed", exc_info=exc)
             if not cycle.response_started:
