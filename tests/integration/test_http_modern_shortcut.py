@@ -216,3 +216,55 @@ async def test_a_2026_era_http_call_whose_client_goes_away_is_cut_short_and_reco
         gate.touch()
     assert "claimed call failed" not in served.stderr
     assert reader is not None
+
+
+# Both ways' windows cut to a fraction of a second, so that a call outlasts them in a test.
+SHORT_WINDOWS = (
+    COUNTING
+    + """
+from mcp.server import _streamable_http_modern
+from mcphost.serve import http_app
+
+_streamable_http_modern._SSE_PING_INTERVAL = 0.3
+http_app.SSE_DEFER_S = 0.3
+"""
+)
+
+
+async def streamed(d: Daemon, body: dict[str, Any], gate: Path, started: Path) -> tuple[httpx2.Response, list[bytes]]:
+    """POST `body`, open `gate` once the answer has committed to a stream and a ping came, and read the stream."""
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        http.stream("POST", d.url, content=json.dumps(body), headers=modern_headers(d, body)) as response,
+    ):
+        received = b""
+        async for chunk in response.aiter_bytes():
+            received += chunk
+            if b": ping\r\n\r\n" in received and started.exists():
+                gate.touch()
+    return response, received.split(b"\r\n\r\n")
+
+
+async def test_a_2026_era_call_that_outlasts_the_window_streams_as_the_sdks_does(tmp_path: Path) -> None:
+    box = CountingBox(tmp_path)
+    (box.root / "site").mkdir()
+    (box.root / "site" / "sitecustomize.py").write_text(SHORT_WINDOWS, encoding="utf-8")
+    box.write_config('[permissions]\nread = "allow"\n\n' + box.probe_server())
+    async with daemon(box) as d:
+        answers = {}
+        for way in ("sdk", "shortcut"):
+            started, gate = tmp_path / f"started-{way}", tmp_path / f"gate-{way}"
+            body = call_body(way, "call_tool_read", slow_read(started, gate), sdk_way=way == "sdk")
+            response, events = await streamed(d, body, gate, started)
+            assert response.status_code == 200, way
+            assert response.headers["content-type"] == "text/event-stream", way
+            assert response.headers["cache-control"] == "no-cache, no-transform", way
+            *pings, last, end = events
+            assert pings and set(pings) == {b": ping"} and end == b"", (way, events)
+            assert last.startswith(b"event: message\r\ndata: "), (way, last)
+            answers[way] = json.loads(last.removeprefix(b"event: message\r\ndata: "))
+        assert answers["shortcut"].pop("id") == "shortcut" and answers["sdk"].pop("id") == "sdk"
+        assert answers["shortcut"] == answers["sdk"]
+        assert "pid" in json.loads(answers["shortcut"]["result"]["content"][0]["text"])
+        assert box.answered_by_shortcut() == 1
+        assert [r["status"] for r in box.tool_calls()] == ["success", "success"]
