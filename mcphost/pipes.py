@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import json
 import logging
 import os
 import socket
@@ -22,6 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
+
+import orjson
 
 from mcphost.discovery import same_user
 
@@ -443,3 +446,12 @@ class Peeker:
             for fd in self._scratch:
                 os.close(fd)
         self._sock = self._scratch = None
+
+
+def dump_line(value: Any) -> bytes:
+    """`value` as one line of JSON, UTF-8; what orjson refuses (integers past 64 bits, lone surrogates) goes through
+    Python's encoder, escaped to ASCII."""
+    try:
+        return orjson.dumps(value) + b"\n"
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"

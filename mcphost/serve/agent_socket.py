@@ -23,10 +23,10 @@ import anyio
 
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
-from mcphost.pipes import MAX_LINE, Peeker, TappedReader, owner_only_fd_socket
+from mcphost.pipes import MAX_LINE, Peeker, TappedReader, dump_line, owner_only_fd_socket
 from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, HandedOut, Ledger, StdinPump
 from mcphost.serve.mcp_server import DirectCalls, build_server
-from mcphost.serve.stdio import dump_line, session_streams
+from mcphost.serve.stdio import session_streams
 
 logger = logging.getLogger(__name__)
 

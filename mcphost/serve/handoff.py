@@ -44,8 +44,8 @@ from typing import Any
 
 import orjson
 
-from mcphost.pipes import MAX_LINE, Peeker, until_ready
-from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, dump_line, id_key, parse_line, rejected_id, valid_id
+from mcphost.pipes import MAX_LINE, Peeker, dump_line, until_ready
+from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, id_key, parse_line, rejected_id, valid_id
 
 # The first line of a connection that hands over stdout (the fd rides on it); any other first line is MCP.
 HANDOFF_LINE = b'{"mcphost-relay":"stdout"}\n'

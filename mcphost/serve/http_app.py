@@ -26,9 +26,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcphost.pipes import dump_line
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
 from mcphost.serve.mcp_server import HttpCalls, modern_call, shortcut_call
-from mcphost.serve.stdio import dump_line, shortcut_message
+from mcphost.serve.stdio import shortcut_message
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"

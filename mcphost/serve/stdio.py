@@ -38,7 +38,14 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, is_pipe_or_socket, pipe_streams
+from mcphost.activity.reader import may_hold_wide_int
+from mcphost.pipes import (
+    MAX_LINE,
+    TappedReader,
+    claim_stdio,
+    is_pipe_or_socket,
+    pipe_streams,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +112,9 @@ ShortcutFactory = Callable[[Outbox], Shortcut]
 def shortcut_message(data: bytes) -> dict[str, Any] | None:
     """`data` parsed for a shortcut, if it is a JSON object the SDK's parser would read too: deeper nesting gets the
     SDK's answer (-32602), whatever orjson would make of it (brackets in strings count too, which only ever sends a
-    message the long way); what orjson refuses (lone surrogates, say) gets the SDK's answer as well."""
-    if data.count(b"[") + data.count(b"{") >= PARSER_DEPTH:
+    message the long way); what orjson refuses (lone surrogates, say) gets the SDK's answer as well, and so does what
+    it would read rounded (an integer past 64 bits): the SDK's parser keeps every digit."""
+    if data.count(b"[") + data.count(b"{") >= PARSER_DEPTH or may_hold_wide_int(data):
         return None
     try:
         message = orjson.loads(data)
@@ -123,15 +131,6 @@ def valid_id(value: Any) -> bool:
 def id_key(value: Any) -> str:
     """One key for an id however it was written: "7" and 7 are one id to the SDK's dispatcher."""
     return str(value)
-
-
-def dump_line(value: Any) -> bytes:
-    """`value` as one line of JSON, UTF-8; what orjson refuses (integers past 64 bits, lone surrogates) goes through
-    Python's encoder, escaped to ASCII."""
-    try:
-        return orjson.dumps(value) + b"\n"
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 class Unanswered:

@@ -38,8 +38,9 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
+from mcphost.activity.reader import may_hold_wide_int
 from mcphost.console import safe
-from mcphost.pipes import linux_libc, offered, read_in_chunks
+from mcphost.pipes import dump_line, linux_libc, offered, read_in_chunks
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
 
@@ -247,9 +248,8 @@ class RawLane:
         self._pending[request_id] = answer
         deadline = None if within is None else self._watch(request_id, loop.time() + within, loop)
         try:
-            self._stdin.write(
-                orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + b"\n"
-            )
+            # An agent's arguments may hold what orjson refuses to write (an integer past 64 bits).
+            self._stdin.write(dump_line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
             transport = self._stdin.transport
             if deadline is not None and transport.get_write_buffer_size() and not transport.is_closing():
                 with anyio.fail_after(max(0.0, deadline - loop.time())):
@@ -300,7 +300,7 @@ class RawLane:
         if not self._pending or _RAW_ID_NEEDLE not in line:
             return False
         try:
-            message = orjson.loads(line)
+            message = _lenient_json(line) if may_hold_wide_int(line) else orjson.loads(line)
         except orjson.JSONDecodeError:
             message = _lenient_json(line)
         if message is None:

@@ -268,3 +268,41 @@ async def test_a_2026_era_call_that_outlasts_the_window_streams_as_the_sdks_does
         assert "pid" in json.loads(answers["shortcut"]["result"]["content"][0]["text"])
         assert box.answered_by_shortcut() == 1
         assert [r["status"] for r in box.tool_calls()] == ["success", "success"]
+
+
+def hostile_bodies() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Tool calls an agent may send that are odd but well-formed enough for the SDK to serve: (id, arguments)."""
+    read = dict(READ)
+    return {
+        "a lone surrogate in an argument": (1, {**read, "args": {"text": "\ud800"}}),
+        "escape sequences in an argument": (2, {**read, "args": {"text": "\x1b[31m\u202e\x00"}}),
+        "a megabyte argument": (3, {**read, "args": {"text": "x" * 1_000_000}}),
+        "deep arguments": (4, {**read, "args": {"text": "x", "deep": json.loads("[" * 200 + "]" * 200)}}),
+        "an integer past 64 bits": (5, {**read, "args": {"text": "x", "big": 2**70}}),
+        "an id past 64 bits": (2**70, read),
+        "a unicode id": ("ид-☃", read),
+        "no arguments at all": (6, None),
+        "an intent that is a string": (7, {**read, "intent": json.dumps(READ["intent"])}),
+        "a mismatched intent": (8, {**read, "intent": {"operation_type": "write"}}),
+        "a secret in the reason": (9, {**read, "intent": {"operation_type": "read", "reason": "ghp_" + "a" * 36}}),
+    }
+
+
+@pytest.mark.parametrize("case", list(hostile_bodies()))
+async def test_an_odd_2026_era_call_gets_the_same_answer_either_way(served: Daemon, case: str) -> None:
+    request_id, arguments = hostile_bodies()[case]
+    answers = []
+    for sdk_way in (True, False):
+        body = call_body(request_id, "call_tool_read", arguments or {}, sdk_way=sdk_way)
+        if arguments is None:
+            del body["params"]["arguments"]
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        async with httpx2.AsyncClient(timeout=60) as http:
+            answer = await http.post(served.url, content=payload, headers=modern_headers(served, body))
+        answers.append((answer.status_code, answer.headers.get("content-type"), answer.text))
+    (sdk_status, sdk_type, sdk_text), (status, kind, text) = answers
+    assert (status, kind) == (sdk_status, sdk_type), (case, answers)
+    if kind == "application/json":
+        assert json.loads(text) == json.loads(sdk_text), case
+    else:
+        assert text == sdk_text, case

@@ -20,7 +20,7 @@ from mcphost.activity.query import (
     select,
     summarize,
 )
-from mcphost.activity.reader import BLOCK, Follower, records_newest_first, tail
+from mcphost.activity.reader import BLOCK, Follower, may_hold_wide_int, records_newest_first, tail
 from mcphost.activity.record import ActivityRecord, new_record_id
 
 
@@ -340,3 +340,26 @@ def test_a_follower_whose_file_retention_deleted_goes_on_with_the_oldest_file_le
     write(path, [call("read", 4)])
     assert [r["tool"] for r in follower.poll()] == ["t1", "t2", "t3", "t4"], "what the deleted file held is read too"
     follower.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "wide"),
+    [
+        (b'{"a": 922337203685477580}', False),  # 18 digits: every such integer fits in 64 bits
+        (b'{"a": 9223372036854775807, "b": -1}', True),  # 19: it may not, so the exact parser reads it
+        (b'{"a": 1180591620717411303424}', True),
+        (b'{"a": "12345678901234567890"}', True),  # in a string: only time is lost
+        (b'{"a": 1234567890.123456789, "b": 12345678901234567.8}', False),  # runs of 10, 9, 17 and 1
+        (b"", False),
+    ],
+)
+def test_a_line_that_may_hold_an_integer_past_64_bits_is_told_apart(text: bytes, wide: bool) -> None:
+    assert may_hold_wide_int(text) is wide
+
+
+def test_what_the_look_guards_against_is_real() -> None:
+    # If orjson ever reads such an integer exactly, the look costs time for nothing and can go.
+    import orjson
+
+    text = b'{"a": 1180591620717411303425}'
+    assert json.loads(text)["a"] == 2**70 + 1 and orjson.loads(text)["a"] != 2**70 + 1

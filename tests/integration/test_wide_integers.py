@@ -1,0 +1,106 @@
+"""An integer past 64 bits in an agent's arguments or an upstream's answer is passed on with every digit.
+
+orjson, which the shortcuts and the upstream lane read and write with, reads such an integer as a float, silently
+rounded, and refuses to write one: a call carried 1.1805916207174113e+21 where the agent sent 1180591620717411303424,
+or failed as an upstream error though the upstream never saw it. Python's `json` reads here, the way every answer is
+read back, so a rounded digit cannot hide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.helpers import Daemon, Sandbox, daemon, raw_agent
+from tests.integration.test_stdio_calls import modern_meta
+
+WIDE = 2**70  # 1180591620717411303424
+ARGUMENTS = {
+    "name": "probe:read_notes",
+    "args": {"text": WIDE, "also": [-(2**64) - 1]},
+    "intent": {"operation_type": "read"},
+}
+
+
+def call(request_id: Any, modern: bool) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": "call_tool_read", "arguments": ARGUMENTS}
+    if modern:
+        params["_meta"] = modern_meta()
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def check(answer: dict[str, Any], box: Sandbox) -> None:
+    result = answer["result"]
+    assert not result.get("isError"), result
+    assert result["content"][0]["text"] == f"read_notes: {WIDE}"
+    assert result["structuredContent"] == {"tool": "read_notes", "text": WIDE}
+    record = box.tool_calls()[-1]
+    assert record["status"] == "success" and record["arguments"] == ARGUMENTS["args"]
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_a_wide_integer_crosses_stdio_exactly(sandbox: Sandbox, door: str, modern: bool) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with contextlib.AsyncExitStack() as stack:
+        if door == "relay":
+            await stack.enter_async_context(daemon(sandbox))
+        raw = await stack.enter_async_context(raw_agent(sandbox, *([door] if door != "relay" else [])))
+        if modern:
+            await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
+            await raw.answer_to(0, timeout=30)
+        else:
+            await raw.initialize()
+        for request_id in (1, 2):  # the second after the first went through: nothing in between turned lossy
+            await raw.send(call(request_id, modern))
+            check(await raw.answer_to(request_id, timeout=30), sandbox)
+
+
+async def post(d: Daemon, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        answer = await http.post(d.url, content=json.dumps(body), headers={**d.headers, **headers})
+    assert answer.status_code == 200, answer.text
+    text = answer.text
+    if answer.headers["content-type"].startswith("text/event-stream"):  # the SDK's way answers a session's call so
+        text = next(line for line in text.splitlines() if line.startswith("data: ")).removeprefix("data: ")
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_a_wide_integer_crosses_http_exactly(sandbox: Sandbox, modern: bool) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    both = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with daemon(sandbox) as d:
+        if modern:
+            headers = {**both, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
+            headers["mcp-name"] = "call_tool_read"
+        else:
+            opening = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+            async with httpx2.AsyncClient(timeout=30) as http:
+                opened = await http.post(d.url, json=opening, headers={**d.headers, **both})
+                headers = {
+                    **both,
+                    "mcp-session-id": opened.headers["mcp-session-id"],
+                    "mcp-protocol-version": "2025-06-18",
+                }
+                await http.post(
+                    d.url,
+                    json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    headers={**d.headers, **headers},
+                )
+        for request_id in (1, 2):
+            check(await post(d, call(request_id, modern), headers), sandbox)
