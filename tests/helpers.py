@@ -123,6 +123,23 @@ def initialize_request(client: str) -> dict[str, Any]:
     }
 
 
+# What a streamable HTTP client says of every POST: JSON in, either kind of answer out.
+JSON_BOTH = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+async def http_session(d: Daemon, client: str = "raw-http") -> dict[str, str]:
+    """A handshake-era session opened on the daemon over plain HTTP (`initialize`, then `notifications/initialized`):
+    the headers every later request of it carries, the agents' token included."""
+    import httpx2
+
+    base = {**d.headers, **JSON_BOTH}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        opened = await http.post(d.url, json=initialize_request(client), headers=base)
+        session = {**base, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        await http.post(d.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    return session
+
+
 def tools_call(request_id: str | int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A raw JSON-RPC `tools/call` request."""
     return {

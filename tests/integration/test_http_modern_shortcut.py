@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 from mcp_types import HEADER_MISMATCH
 
-from tests.helpers import Daemon, Sandbox, daemon, poll, slow_read
+from tests.helpers import Daemon, Sandbox, daemon, http_session, poll, slow_read
 from tests.integration.test_stdio_calls import COUNTING, MODERN_CASES, READ, modern_meta
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -156,23 +156,8 @@ async def test_what_the_sdk_would_refuse_it_refuses_in_its_own_words(served: Dae
 async def test_a_handshake_era_call_sent_as_text_is_refused_as_the_sdk_refuses_it(served: Daemon) -> None:
     # A browser's form post needs no preflight: only the SDK's content-type check stands between it and a call.
     box = served.box
-    headers = {**served.headers, "content-type": "application/json", "accept": "application/json, text/event-stream"}
-    async with httpx2.AsyncClient(timeout=30, headers=headers) as http:
-        opened = await http.post(
-            served.url,
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
-        )
-        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-        await http.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    session = await http_session(served)
+    async with httpx2.AsyncClient(timeout=30) as http:
         before = len(box.tool_calls())
         call = {
             "jsonrpc": "2.0",

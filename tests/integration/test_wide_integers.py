@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.helpers import Daemon, Sandbox, daemon, raw_agent
+from tests.helpers import JSON_BOTH, Daemon, Sandbox, daemon, http_session, raw_agent
 from tests.integration.test_stdio_calls import modern_meta
 
 WIDE = 2**70  # 1180591620717411303424
@@ -62,7 +62,7 @@ async def test_a_wide_integer_crosses_stdio_exactly(sandbox: Sandbox, door: str,
 
 async def post(d: Daemon, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
     async with httpx2.AsyncClient(timeout=30) as http:
-        answer = await http.post(d.url, content=json.dumps(body), headers={**d.headers, **headers})
+        answer = await http.post(d.url, content=json.dumps(body), headers=headers)
     assert answer.status_code == 200, answer.text
     text = answer.text
     if answer.headers["content-type"].startswith("text/event-stream"):  # the SDK's way answers a session's call so
@@ -74,33 +74,11 @@ async def post(d: Daemon, body: dict[str, Any], headers: dict[str, str]) -> dict
 @pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
 async def test_a_wide_integer_crosses_http_exactly(sandbox: Sandbox, modern: bool) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
-    both = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     async with daemon(sandbox) as d:
         if modern:
-            headers = {**both, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
+            headers = {**d.headers, **JSON_BOTH, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
             headers["mcp-name"] = "call_tool_read"
         else:
-            opening = {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            }
-            async with httpx2.AsyncClient(timeout=30) as http:
-                opened = await http.post(d.url, json=opening, headers={**d.headers, **both})
-                headers = {
-                    **both,
-                    "mcp-session-id": opened.headers["mcp-session-id"],
-                    "mcp-protocol-version": "2025-06-18",
-                }
-                await http.post(
-                    d.url,
-                    json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    headers={**d.headers, **headers},
-                )
+            headers = await http_session(d)
         for request_id in (1, 2):
             check(await post(d, call(request_id, modern), headers), sandbox)
