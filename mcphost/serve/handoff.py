@@ -44,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from mcphost.activity.reader import may_hold_wide_int
 from mcphost.pipes import MAX_LINE, Peeker, dump_line, until_ready
 from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, id_key, parse_line, rejected_id, valid_id
 
@@ -77,7 +78,7 @@ def read_note(line: bytes) -> Note | None:
     if not line.startswith(b'{"mcphost-'):
         return None
     try:
-        body = _loads(line)
+        body = read_json(line)
     except ValueError:
         return None
     if not isinstance(body, dict):
@@ -223,8 +224,8 @@ def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
         message: Any = None
         if not too_long:
             try:
-                message = orjson.loads(line)
-            except orjson.JSONDecodeError:
+                message = read_json(line)
+            except (ValueError, RecursionError):
                 message = None
         if isinstance(message, dict):
             method, request_id = message.get("method"), message.get("id")
@@ -347,7 +348,7 @@ class LedgerFold:
             lines = (self._rest + data).split(b"\n")
             self._rest = lines.pop()
             for line in lines:
-                self.apply(_loads(line))
+                self.apply(read_json(line))
 
     def apply(self, entry: dict[str, Any]) -> None:
         if "mcphost-answered" in entry:
@@ -367,7 +368,7 @@ class LedgerFold:
             keys.append(id_key(request_id))
             self.in_flight[keys[-1]] = (request_id, method)
         for text in entry.get("raw", []):
-            method = _loads(text.encode("utf-8")).get("method")
+            method = read_json(text.encode("utf-8")).get("method")
             if method == "initialize":
                 self.initialize, self.initialize_ok = text, False
             else:
@@ -394,8 +395,13 @@ class LedgerFold:
         self.last = None
 
 
-def _loads(line: bytes) -> Any:
+def read_json(line: bytes) -> Any:
+    """A line's JSON, every digit kept: Python's parser reads what orjson would read rounded (an integer past 64 bits,
+    an agent's request id say) or refuses (an id holding a lone surrogate, escaped by dump_line). Raises ValueError
+    for what is not JSON."""
+    if may_hold_wide_int(line):
+        return json.loads(line)
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
-        return json.loads(line)  # an id holding a lone surrogate, escaped by dump_line
+        return json.loads(line)

@@ -40,7 +40,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-import orjson
 from mcp.server import Server
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR
@@ -64,6 +63,7 @@ from mcphost.serve.handoff import (
     LedgerFold,
     Note,
     is_private,
+    read_json,
     read_note,
 )
 from mcphost.serve.stdio import Outbox, Send, id_key, parse_line, rejected_id, serve_stdio, valid_id
@@ -317,8 +317,8 @@ class _Relay:
     async def pass_answer(self, line: bytes) -> bool:
         """Pass the daemon's answer to a tool call on to the agent as it came, if `line` is one."""
         try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            message = read_json(line)
+        except (ValueError, RecursionError):
             return False
         if not isinstance(message, dict) or "method" in message:
             return False

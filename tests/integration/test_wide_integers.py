@@ -55,7 +55,8 @@ async def test_a_wide_integer_crosses_stdio_exactly(sandbox: Sandbox, door: str,
             await raw.answer_to(0, timeout=30)
         else:
             await raw.initialize()
-        for request_id in (1, 2):  # the second after the first went through: nothing in between turned lossy
+        # The second after the first went through (nothing in between turned lossy), under an id as wide.
+        for request_id in (1, WIDE + 1):
             await raw.send(call(request_id, modern))
             check(await raw.answer_to(request_id, timeout=30), sandbox)
 
@@ -80,5 +81,7 @@ async def test_a_wide_integer_crosses_http_exactly(sandbox: Sandbox, modern: boo
             headers["mcp-name"] = "call_tool_read"
         else:
             headers = await http_session(d)
-        for request_id in (1, 2):
-            check(await post(d, call(request_id, modern), headers), sandbox)
+        for request_id in (1, WIDE + 1):
+            answer = await post(d, call(request_id, modern), headers)
+            assert answer["id"] == request_id
+            check(answer, sandbox)
