@@ -123,6 +123,14 @@ def initialize_request(client: str) -> dict[str, Any]:
     }
 
 
+def with_sitecustomize(directory: Path, text: str, **variables: str) -> dict[str, str]:
+    """The environment for a child Python that runs `text` at start-up (as its sitecustomize, written under
+    `directory`) with `variables` set: how a test counts what a child's code did."""
+    (directory / "site").mkdir(exist_ok=True)
+    (directory / "site" / "sitecustomize.py").write_text(text, encoding="utf-8")
+    return {"PYTHONPATH": os.pathsep.join([str(directory / "site"), os.environ.get("PYTHONPATH", "")]), **variables}
+
+
 # What a streamable HTTP client says of every POST: JSON in, either kind of answer out.
 JSON_BOTH = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 

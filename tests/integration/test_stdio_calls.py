@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.helpers import Sandbox, agent, daemon, error_of, poll, raw_agent, slow_read, text_of
+from tests.helpers import Sandbox, agent, daemon, error_of, poll, raw_agent, slow_read, text_of, with_sitecustomize
 
 LENIENT = '[permissions]\nread = "allow"\nwrite = "ask"\nno_editor = "elicit"\n\n'
 READ = {"name": "probe:read_notes", "args": {"text": "hi"}, "intent": {"operation_type": "read"}}
@@ -205,13 +204,8 @@ async def test_a_2026_era_call_is_answered_exactly_as_the_sdk_answers_it(
     # call that asked. The same call without it is the shortcut's, from a client that could be asked too (the config
     # asks no agent's client). Both answers, and both records, must be the same. In process, a sitecustomize counts
     # the shortcut's answers.
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(COUNTING, encoding="utf-8")
     count = tmp_path / "shortcut-count"
-    counting = {
-        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]),
-        "MCPHOST_TEST_SHORTCUT_COUNT": str(count),
-    }
+    counting = with_sitecustomize(tmp_path, COUNTING, MCPHOST_TEST_SHORTCUT_COUNT=str(count))
     sandbox.write_config(
         '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nread = "allow"\nwrite = "allow"\n\n'
         + sandbox.probe_server()
@@ -263,3 +257,80 @@ async def test_a_2026_era_call_cancelled_by_the_agent_gets_no_answer_and_is_reco
         answer = await raw.receive()
         assert answer["id"] == 2 and answer["result"]["content"] == [{"type": "text", "text": "read_notes: hi"}]
     gate.touch()
+
+
+# ---- odd calls: the shortcut's answer is the SDK's
+
+# An id with a run of 19 digits sends its line the SDK's way (`shortcut_message` leaves whatever may hold an integer
+# past 64 bits to the SDK's parser); one with a letter in front goes the shortcut's.
+SDK_ID, SHORTCUT_ID = "1234567890123456789", "s234567890123456789"
+ODD = {
+    "escape sequences and a right-to-left mark": {**READ, "args": {"text": "\x1b[31m\u202e\x00"}},
+    "a megabyte argument": {**READ, "args": {"text": "x" * 1_000_000}},
+    "deep arguments": {**READ, "args": {"text": "x", "deep": json.loads("[" * 60 + "]" * 60)}},
+    "too deep to record": {**READ, "args": {"text": "x", "deep": json.loads("[" * 100 + "]" * 100)}},
+    "a lone surrogate": {**READ, "args": {"text": "\ud800"}},
+    "arguments as JSON text": {"name": "probe:read_notes", "args_json": '{"text": "j"}', "intent": READ["intent"]},
+    "arguments twice": {**READ, "args_json": "{}"},
+    "an intent as a string": {**READ, "intent": json.dumps(READ["intent"])},
+    "a flat intent": {"name": "probe:read_notes", "args": {"text": "f"}, "intent_operation_type": "read"},
+    "a mismatched intent": {**READ, "intent": {"operation_type": "write"}},
+    "no intent": {"name": "probe:read_notes", "args": {"text": "x"}},
+    "a secret in the reason": {**READ, "intent": {"operation_type": "read", "reason": "ghp_" + "a" * 36}},
+    "an unknown server": {**READ, "name": "nowhere:read_notes"},
+}
+
+
+TAKEN = """
+import os
+from mcphost.serve import mcp_server
+
+start = mcp_server.DirectCalls._start
+
+
+def noted(self, request_id, *args, **kwargs):
+    with open(os.environ["MCPHOST_TEST_TAKEN"], "a") as f:
+        f.write(f"{request_id}\\n")
+    return start(self, request_id, *args, **kwargs)
+
+
+mcp_server.DirectCalls._start = noted
+"""
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_from_the_sdk(
+    sandbox: Sandbox, door: str, tmp_path: Path
+) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    taken = tmp_path / "taken"
+    noting = with_sitecustomize(tmp_path, TAKEN, MCPHOST_TEST_TAKEN=str(taken))
+    async with contextlib.AsyncExitStack() as stack:
+        if door == "relay":
+            await stack.enter_async_context(daemon(sandbox))
+        args, env = ([door], noting) if door != "relay" else ([], None)
+        raw = await stack.enter_async_context(raw_agent(sandbox, *args, env=env))
+        await raw.initialize()
+        for case, arguments in ODD.items():
+            answers, before = [], len(sandbox.tool_calls())
+            for request_id in (SDK_ID, SHORTCUT_ID):
+                line = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "method": "tools/call",
+                        "params": {"name": "call_tool_read", "arguments": arguments},
+                    }
+                )
+                await raw.send_line(line)
+                answer = await raw.answer_to(request_id, timeout=30)
+                answers.append({k: v for k, v in answer.items() if k != "id"})
+            assert answers[0] == answers[1], case
+            # A line the protocol refuses (a lone surrogate in its JSON) is no call: a JSON-RPC error, either way.
+            records = sandbox.tool_calls()[before:]
+            assert len(records) == (0 if "error" in answers[0] else 2), (case, answers[0], records)
+            for key in ("status", "error", "arguments", "arguments_preview", "metadata", "response_preview"):
+                assert all(r.get(key) == records[0].get(key) for r in records), (case, key)
+    if door != "relay":  # in process, the shortcut noted what it took: only the calls meant for it, nearly all
+        took = taken.read_text().splitlines()
+        assert set(took) == {SHORTCUT_ID} and len(took) >= len(ODD) - 1, took
