@@ -22,7 +22,7 @@ import pytest_asyncio
 from mcp_types import HEADER_MISMATCH
 
 from tests.helpers import Daemon, Sandbox, daemon, http_session, poll, slow_read
-from tests.integration.test_stdio_calls import COUNTING, MODERN_CASES, READ, modern_meta
+from tests.integration.test_stdio_calls import COUNTING, MODERN_CASES, ODD, READ, SDK_ID, SHORTCUT_ID, modern_meta
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -291,3 +291,37 @@ async def test_an_odd_2026_era_call_gets_the_same_answer_either_way(served: Daem
         assert json.loads(text) == json.loads(sdk_text), case
     else:
         assert text == sdk_text, case
+
+
+def message_of(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC message a POST was answered with, as plain JSON or as the one event of a stream."""
+    text = response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        text = next(line for line in text.splitlines() if line.startswith("data: ")).removeprefix("data: ")
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
+
+
+async def test_an_odd_handshake_era_call_gets_the_same_answer_and_record_either_way(served: Daemon) -> None:
+    # The SDK's way answers a session's call on an event stream, the shortcut as plain JSON: the messages must match.
+    box = served.box
+    session = await http_session(served)
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for case, arguments in ODD.items():
+            answers, kinds, before = [], [], len(box.tool_calls())
+            for request_id in (SDK_ID, SHORTCUT_ID):
+                call = {"name": "call_tool_read", "arguments": arguments}
+                body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
+                payload = json.dumps(body).encode("utf-8", "surrogatepass")
+                response = await http.post(served.url, content=payload, headers=session)
+                message = {k: v for k, v in message_of(response).items() if k != "id"}
+                answers.append((response.status_code, message))
+                kinds.append(response.headers["content-type"].split(";")[0])
+            assert answers[0] == answers[1], case
+            if answers[0][0] == 200:  # each went the way it was meant to
+                assert kinds == ["text/event-stream", "application/json"], (case, kinds)
+            # A body the protocol refuses (a lone surrogate in its JSON) is no call: a 400, either way.
+            records = box.tool_calls()[before:]
+            assert len(records) == (0 if "error" in answers[0][1] else 2), (case, answers[0], records)
+            for key in ("status", "error", "arguments", "arguments_preview", "metadata", "response_preview"):
+                assert all(r.get(key) == records[0].get(key) for r in records), (case, key)
