@@ -258,3 +258,23 @@ async def test_a_deadline_after_a_quiet_spell_still_fires() -> None:
     await anyio.sleep(0.1)
     with anyio.fail_after(10), pytest.raises(stdio.LaneTimeout):
         await lane.request("ping", {}, within=0.05)
+
+
+async def test_an_integer_past_64_bits_goes_out_and_comes_back_with_every_digit() -> None:
+    stdin = _Stdin()
+    lane = RawLane(stdin)  # type: ignore[arg-type]
+    wide = 2**70 + 1  # orjson would refuse to write it, and read it as 1.1805916207174113e+21
+
+    async def answer() -> None:
+        await anyio.lowlevel.checkpoint()
+        [request] = stdin.lines
+        assert request["params"]["arguments"] == {"n": wide}  # what the server reads, parsed exactly
+        line = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"n": wide, "m": [-(2**64) - 1]}})
+        assert lane.take(line.encode())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer)
+            got = await lane.request("tools/call", {"name": "t", "arguments": {"n": wide}})
+    assert got["result"] == {"n": wide, "m": [-(2**64) - 1]}
+    assert type(got["result"]["n"]) is int
