@@ -299,8 +299,9 @@ mcp_server.DirectCalls._start = noted
 
 
 @pytest.mark.parametrize("door", ["--in-process", "relay"])
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
 async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_from_the_sdk(
-    sandbox: Sandbox, door: str, tmp_path: Path
+    sandbox: Sandbox, door: str, modern: bool, tmp_path: Path
 ) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     taken = tmp_path / "taken"
@@ -310,18 +311,20 @@ async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_
             await stack.enter_async_context(daemon(sandbox))
         args, env = ([door], noting) if door != "relay" else ([], None)
         raw = await stack.enter_async_context(raw_agent(sandbox, *args, env=env))
-        await raw.initialize()
+        if modern:
+            await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
+            await raw.answer_to(0, timeout=30)
+        else:
+            await raw.initialize()
         for case, arguments in ODD.items():
             answers, before = [], len(sandbox.tool_calls())
             for request_id in (SDK_ID, SHORTCUT_ID):
-                line = json.dumps(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": request_id,
-                        "method": "tools/call",
-                        "params": {"name": "call_tool_read", "arguments": arguments},
-                    }
-                )
+                params: dict[str, Any] = {"name": "call_tool_read", "arguments": arguments}
+                if modern:  # the SDK's way by its explicit null state, as the id alone would take it too
+                    params["_meta"] = modern_meta()
+                    if request_id == SDK_ID:
+                        params["requestState"] = None
+                line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
                 await raw.send_line(line)
                 answer = await raw.answer_to(request_id, timeout=30)
                 answers.append({k: v for k, v in answer.items() if k != "id"})
