@@ -549,14 +549,16 @@ _TEXT_SHAPED = frozenset({"2026-07-28"})
 
 
 def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
-    """What the models make of a result that is text blocks and a plain `isError` only (most results, warnings
-    included), made directly: two pydantic validations and two dumps less on every such call. None for anything
-    else, which takes the models' way."""
-    content, is_error = data.get("content"), data.get("isError", False)
+    """What the models make of a result that is text blocks, a plain `isError` and an object of structured content
+    only (most results, warnings included), made directly: two pydantic validations and two dumps less on every such
+    call. None for anything else, which takes the models' way."""
+    content, is_error, structured = data.get("content"), data.get("isError", False), data.get("structuredContent")
     if (
-        len(data) != ("content" in data) + ("isError" in data)
+        len(data) != ("content" in data) + ("isError" in data) + ("structuredContent" in data)
         or type(is_error) is not bool
         or type(content) is not list
+        or (structured is not None and type(structured) is not dict)
+        or ("structuredContent" in data and structured is None)
     ):
         return None
     blocks = []
@@ -567,7 +569,10 @@ def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
         if type(text) is not str:
             return None
         blocks.append({"text": text, "type": "text"})
-    return {"content": blocks, "isError": is_error, "resultType": "complete"}
+    shaped = {"content": blocks, "isError": is_error, "resultType": "complete"}
+    if structured is not None:
+        shaped["structuredContent"] = structured  # the models pass an object's members through as they are
+    return shaped
 
 
 class HttpCalls:

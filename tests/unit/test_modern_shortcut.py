@@ -170,6 +170,16 @@ RESULTS = {
     "an error said as null": {"content": [TEXT], "isError": None},
     "an error said as 1": {"content": [TEXT], "isError": 1},
     "structured content": {"content": [TEXT], "structuredContent": {"a": None, "b": [1, None]}},
+    "structured content, deep and odd": {
+        "content": [TEXT],
+        "isError": True,
+        "structuredContent": {"n": 2**70, "f": -0.0, "u": "é\u0000☃", "d": {"e": [{"x": None}, [], {}]}, "": True},
+    },
+    "structured content only": {"structuredContent": {"tool": "read_notes", "text": "x"}},
+    "structured content that is a list": {"content": [TEXT], "structuredContent": [1, 2]},
+    "structured content that is text": {"content": [TEXT], "structuredContent": "x"},
+    "structured content that is null": {"content": [TEXT], "structuredContent": None},
+    "structured content that is empty": {"content": [TEXT], "structuredContent": {}},
     "an image": {"content": [TEXT, {"type": "image", "data": "aGk=", "mimeType": "image/png"}]},
     "a block with annotations": {"content": [{**TEXT, "annotations": {"priority": 0.5}}]},
     "a block with null annotations": {"content": [{**TEXT, "annotations": None}]},
@@ -201,8 +211,9 @@ def test_a_plain_text_result_is_made_without_the_models(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(mcp_server, "serialize_server_result", refuse)
     assert modern_result(MODERN, {"content": [TEXT], "isError": True}, STAMP)[0] == "result"
+    assert modern_result(MODERN, RESULTS["structured content"], STAMP)[0] == "result"
     with pytest.raises(AssertionError, match="the models' way"):
-        modern_result(MODERN, RESULTS["structured content"], STAMP)
+        modern_result(MODERN, RESULTS["an image"], STAMP)
 
 
 def test_the_stamp_is_the_servers_own() -> None:
