@@ -217,9 +217,10 @@ def _folded(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
 class CallShortcut:
     """In front of the SDK's streamable HTTP app: a tool call in a handshake-era session the SDK's manager knows is
     answered here (`HttpCalls`), as plain JSON, or as an event stream only when it must put a question to the
-    agent's client first. What this does not take (the handshake, listings, 2026-era requests, anything malformed)
-    reaches the SDK as it came. The SDK's way costs a session task, an in-memory stream and an event stream per call;
-    on loopback that was most of a call's time."""
+    agent's client first; so is a 2026-era call that the agents' door claims (`claim_modern`), whose stream waits
+    for `SSE_DEFER_S`. What this does not take (the handshake, listings, anything malformed or refused, and 2026-era
+    requests that come the ASGI way) reaches the SDK as it came. The SDK's way costs a session task, an in-memory
+    stream and an event stream per call; on loopback that was most of a call's time."""
 
     def __init__(self, app: ASGIApp, manager: StreamableHTTPSessionManager, calls: HttpCalls) -> None:
         self.app = app

@@ -543,8 +543,8 @@ def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any
     return "result", shaped
 
 
-# The versions whose shaping of a plain text result `_text_result` makes without the models; a test holds the two
-# ways together for each. A version added to the SDK takes the models' way until it is added here.
+# The versions whose shaping of a text result `_text_result` makes without the models; a test holds the two ways
+# together for each. A version added to the SDK takes the models' way until it is added here.
 _TEXT_SHAPED = frozenset({"2026-07-28"})
 
 
@@ -576,10 +576,10 @@ def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class HttpCalls:
-    """tools/call in a handshake-era HTTP session, past the SDK's session and event stream: the HTTP app hands
-    over the parsed request of a session the SDK's manager knows, and sends what this returns. The session's name is
-    the one the SDK path gives it (`Sessions.name_of`); its client's name and capabilities come from its
-    `initialize`, which the app shows this on the way in."""
+    """tools/call over HTTP, past the SDK's session and event stream: the HTTP app hands over the parsed request and
+    sends what this returns. In a handshake-era session the SDK's manager knows (`answer`), the session's name is the
+    one the SDK path gives it (`Sessions.name_of`), and its client's name and capabilities come from its
+    `initialize`, which the app shows this on the way in; a 2026-era single exchange (`answer_modern`) has none."""
 
     def __init__(self, gateway: Gateway, sessions: Sessions, server: Server[Any]) -> None:
         self._gateway = gateway
@@ -650,8 +650,9 @@ class HttpCalls:
         self, request_id: Any, name: str, arguments: dict[str, Any], version: str, client: str | None
     ) -> dict[str, Any]:
         """The JSON-RPC response to a 2026-era call (`modern_call`), as the SDK's single exchange makes it: no session
-        (one exchange is not one), nobody to ask (a client that could be asked is the SDK's). A call cut short (its
-        client gone) raises the cancellation, after the gateway has recorded it."""
+        (one exchange is not one), and nobody to ask (a client that could be asked is taken only while the config asks
+        no agent's client). A call cut short (its client gone) raises the cancellation, after the gateway has recorded
+        it."""
         # A client that could be asked is taken only while the config asks no client: nothing would ask it. (A
         # config changed to ask clients between the claim and the call's start reads as one nobody can be asked:
         # the call ends as NO_APPROVER, and its repeat goes the SDK's way.)
