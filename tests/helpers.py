@@ -148,6 +148,15 @@ async def http_session(d: Daemon, client: str = "raw-http") -> dict[str, str]:
     return session
 
 
+def message_of(response: Any) -> dict[str, Any]:
+    """The JSON-RPC message an HTTP POST was answered with, as plain JSON or as the one event of a stream."""
+    text: str = response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        text = next(line for line in text.splitlines() if line.startswith("data: ")).removeprefix("data: ")
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
+
+
 def tools_call(request_id: str | int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A raw JSON-RPC `tools/call` request."""
     return {

@@ -40,6 +40,18 @@ def may_hold_wide_int(data: bytes) -> bool:
     return _LONG_DIGITS in data.translate(_DIGITS)
 
 
+def loads_exact(data: bytes) -> Any:
+    """`data`'s JSON with every digit kept: orjson reads it, unless it may hold an integer orjson would round or holds
+    what orjson refuses (NaN, a lone surrogate's escape); then Python's parser. Raises ValueError (or RecursionError)
+    for what neither reads."""
+    if not may_hold_wide_int(data):
+        try:
+            return _loads(data)
+        except ValueError:  # orjson's JSONDecodeError
+            pass
+    return json.loads(data)
+
+
 def rotated_path(path: Path, n: int) -> Path:
     return path.with_name(f"{path.name}.{n}")
 

@@ -33,7 +33,6 @@ import base64
 import contextlib
 import errno
 import itertools
-import json
 import os
 import select
 import stat
@@ -42,9 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from mcphost.activity.reader import may_hold_wide_int
+from mcphost.activity.reader import loads_exact
 from mcphost.pipes import MAX_LINE, Peeker, dump_line, until_ready
 from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, id_key, parse_line, rejected_id, valid_id
 
@@ -78,7 +75,7 @@ def read_note(line: bytes) -> Note | None:
     if not line.startswith(b'{"mcphost-'):
         return None
     try:
-        body = read_json(line)
+        body = loads_exact(line)
     except ValueError:
         return None
     if not isinstance(body, dict):
@@ -224,7 +221,7 @@ def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
         message: Any = None
         if not too_long:
             try:
-                message = read_json(line)
+                message = loads_exact(line)
             except (ValueError, RecursionError):
                 message = None
         if isinstance(message, dict):
@@ -348,7 +345,7 @@ class LedgerFold:
             lines = (self._rest + data).split(b"\n")
             self._rest = lines.pop()
             for line in lines:
-                self.apply(read_json(line))
+                self.apply(loads_exact(line))
 
     def apply(self, entry: dict[str, Any]) -> None:
         if "mcphost-answered" in entry:
@@ -368,7 +365,7 @@ class LedgerFold:
             keys.append(id_key(request_id))
             self.in_flight[keys[-1]] = (request_id, method)
         for text in entry.get("raw", []):
-            method = read_json(text.encode("utf-8")).get("method")
+            method = loads_exact(text.encode("utf-8")).get("method")
             if method == "initialize":
                 self.initialize, self.initialize_ok = text, False
             else:
@@ -393,15 +390,3 @@ class LedgerFold:
         partial, self.initialize, self.initialized = before
         self.partial = bytearray(partial)
         self.last = None
-
-
-def read_json(line: bytes) -> Any:
-    """A line's JSON, every digit kept: Python's parser reads what orjson would read rounded (an integer past 64 bits,
-    an agent's request id say) or refuses (an id holding a lone surrogate, escaped by dump_line). Raises ValueError
-    for what is not JSON."""
-    if may_hold_wide_int(line):
-        return json.loads(line)
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)

@@ -273,7 +273,9 @@ class CallShortcut:
         if scope["type"] != "http" or scope["method"] not in ("POST", "DELETE"):
             await self.app(scope, receive, send)
             return
-        raw_session, raw_version, raw_accept = headers_of(scope, _SESSION, _VERSION, b"accept")
+        raw_session, raw_version, raw_accept, raw_type = headers_of(
+            scope, _SESSION, _VERSION, b"accept", b"content-type"
+        )
         session = raw_session.decode("latin-1") if raw_session is not None else None
         if scope["method"] == "DELETE":
             await self.app(scope, receive, send)
@@ -292,7 +294,6 @@ class CallShortcut:
             else:
                 await self.app(scope, replay, send)
             return
-        (raw_type,) = headers_of(scope, b"content-type")
         claim = self.claim(session, raw_version, raw_accept, message, raw_type)
         if claim is not None:
             answer = await self.answer(claim, send)

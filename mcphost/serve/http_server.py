@@ -223,8 +223,7 @@ class _AgentsHttp(HttpToolsProtocol):
         self.tasks.add(task)
         if claim.modern is not None:
             # At this revision a client cancels a call by going away: `connection_lost` cuts it.
-            self._cut = cut = CallCut()
-            cut.task, cut.started = task, True
+            self._cut = CallCut.of(task)
             task.add_done_callback(self._forget_cut)
 
     def _forget_cut(self, task: asyncio.Task[None]) -> None:

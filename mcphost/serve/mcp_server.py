@@ -34,6 +34,7 @@ from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RE
 from mcphost.intent import ToolVariant
 from mcphost.pipes import dump_line
 from mcphost.serve.stdio import CallCut, Outbox, Send, id_key, valid_id
+from mcphost.upstream.connection import plain_text_result
 
 logger = logging.getLogger(__name__)
 
@@ -551,26 +552,13 @@ _TEXT_SHAPED = frozenset({"2026-07-28"})
 def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
     """What the models make of a result that is text blocks, a plain `isError` and an object of structured content
     only (most results, warnings included), made directly: two pydantic validations and two dumps less on every such
-    call. None for anything else, which takes the models' way."""
-    content, is_error, structured = data.get("content"), data.get("isError", False), data.get("structuredContent")
-    if (
-        len(data) != ("content" in data) + ("isError" in data) + ("structuredContent" in data)
-        or type(is_error) is not bool
-        or type(content) is not list
-        or (structured is not None and type(structured) is not dict)
-        or ("structuredContent" in data and structured is None)
-    ):
+    call. None for anything else (its own `_meta` too, which the stamp would join), which takes the models' way."""
+    structured = data.get("structuredContent", {})
+    if "_meta" in data or type(structured) is not dict or not plain_text_result(data):
         return None
-    blocks = []
-    for block in content:
-        if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
-            return None
-        text = block.get("text")
-        if type(text) is not str:
-            return None
-        blocks.append({"text": text, "type": "text"})
-    shaped = {"content": blocks, "isError": is_error, "resultType": "complete"}
-    if structured is not None:
+    blocks = [{"text": block["text"], "type": "text"} for block in data.get("content", ())]
+    shaped = {"content": blocks, "isError": data.get("isError", False), "resultType": "complete"}
+    if "structuredContent" in data:
         shaped["structuredContent"] = structured  # the models pass an object's members through as they are
     return shaped
 

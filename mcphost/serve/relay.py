@@ -46,6 +46,7 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from mcphost import discovery
+from mcphost.activity.reader import loads_exact
 from mcphost.pipes import (
     MAX_LINE,
     Peeker,
@@ -63,7 +64,6 @@ from mcphost.serve.handoff import (
     LedgerFold,
     Note,
     is_private,
-    read_json,
     read_note,
 )
 from mcphost.serve.stdio import Outbox, Send, id_key, parse_line, rejected_id, serve_stdio, valid_id
@@ -317,7 +317,7 @@ class _Relay:
     async def pass_answer(self, line: bytes) -> bool:
         """Pass the daemon's answer to a tool call on to the agent as it came, if `line` is one."""
         try:
-            message = read_json(line)
+            message = loads_exact(line)
         except (ValueError, RecursionError):
             return False
         if not isinstance(message, dict) or "method" in message:

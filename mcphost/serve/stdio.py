@@ -39,13 +39,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from mcphost.activity.reader import may_hold_wide_int
-from mcphost.pipes import (
-    MAX_LINE,
-    TappedReader,
-    claim_stdio,
-    is_pipe_or_socket,
-    pipe_streams,
-)
+from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, is_pipe_or_socket, pipe_streams
 
 logger = logging.getLogger(__name__)
 
@@ -447,8 +441,13 @@ class CallCut:
     @classmethod
     def of_current(cls) -> CallCut:
         """For the call the running task is making."""
+        return cls.of(asyncio.current_task())
+
+    @classmethod
+    def of(cls, task: asyncio.Task[Any] | None) -> CallCut:
+        """For the call `task`, already running, is making."""
         cut = cls()
-        cut.task, cut.started = asyncio.current_task(), True
+        cut.task, cut.started = task, True
         return cut
 
     def cancel(self) -> None:

@@ -137,7 +137,7 @@ class ToolResult:
     @classmethod
     def checked(cls, data: Any) -> ToolResult:
         """`data` as a tool's answer; raises ValidationError where it is none."""
-        if _plain_text_result(data):
+        if plain_text_result(data):
             return cls(data)
         model = _CheckedResult.model_validate(data)  # raises for anything not an object
         return cls(data, model)
@@ -155,7 +155,7 @@ _RESULT_KEYS = frozenset({"content", "isError", "structuredContent", "_meta"})
 _TEXT_KEYS = frozenset({"type", "text"})
 
 
-def _plain_text_result(data: Any) -> bool:
+def plain_text_result(data: Any) -> bool:
     """Whether `data` is a tool result the SDK's model would take as it is: text blocks only, each a type and a
     text; `isError` a bool; `_meta` an object (structuredContent may be anything)."""
     if type(data) is not dict or not data.keys() <= _RESULT_KEYS:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import itertools
-import json
 import logging
 import os
 import signal
@@ -38,7 +37,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
-from mcphost.activity.reader import may_hold_wide_int
+from mcphost.activity.reader import loads_exact
 from mcphost.console import safe
 from mcphost.pipes import dump_line, linux_libc, offered, read_in_chunks
 from mcphost.upstream import stderr
@@ -201,14 +200,6 @@ RAW_ID_PREFIX = "mcphost-raw-"
 _RAW_ID_NEEDLE = b'"' + RAW_ID_PREFIX.encode()
 
 
-def _lenient_json(line: bytes) -> Any:
-    """What Python's own parser reads where orjson refuses (integers past 64 bits), else None."""
-    try:
-        return json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-
-
 class RawLane:
     """Requests written straight to the server's stdin, their answers taken off its stdout as plain dicts."""
 
@@ -300,9 +291,9 @@ class RawLane:
         if not self._pending or _RAW_ID_NEEDLE not in line:
             return False
         try:
-            message = _lenient_json(line) if may_hold_wide_int(line) else orjson.loads(line)
-        except orjson.JSONDecodeError:
-            message = _lenient_json(line)
+            message = loads_exact(line)
+        except (ValueError, RecursionError):
+            message = None
         if message is None:
             # Unreadable, yet it names a lane request: answer that request now rather than at its timeout.
             kind, request_id = envelope(line[:_ENDS], line[-_ENDS:].rstrip())

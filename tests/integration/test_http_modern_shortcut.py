@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 from mcp_types import HEADER_MISMATCH
 
-from tests.helpers import Daemon, Sandbox, daemon, http_session, poll, slow_read
+from tests.helpers import Daemon, Sandbox, daemon, http_session, message_of, poll, slow_read
 from tests.integration.test_stdio_calls import COUNTING, MODERN_CASES, ODD, READ, SDK_ID, SHORTCUT_ID, modern_meta
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -291,15 +291,6 @@ async def test_an_odd_2026_era_call_gets_the_same_answer_either_way(served: Daem
         assert json.loads(text) == json.loads(sdk_text), case
     else:
         assert text == sdk_text, case
-
-
-def message_of(response: httpx2.Response) -> dict[str, Any]:
-    """The JSON-RPC message a POST was answered with, as plain JSON or as the one event of a stream."""
-    text = response.text
-    if response.headers["content-type"].startswith("text/event-stream"):
-        text = next(line for line in text.splitlines() if line.startswith("data: ")).removeprefix("data: ")
-    decoded: dict[str, Any] = json.loads(text)
-    return decoded
 
 
 async def test_an_odd_handshake_era_call_gets_the_same_answer_and_record_either_way(served: Daemon) -> None:

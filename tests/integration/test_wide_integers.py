@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.helpers import JSON_BOTH, Daemon, Sandbox, daemon, http_session, raw_agent
+from tests.helpers import JSON_BOTH, Daemon, Sandbox, daemon, http_session, message_of, raw_agent
 from tests.integration.test_stdio_calls import modern_meta
 
 WIDE = 2**70  # 1180591620717411303424
@@ -65,11 +65,7 @@ async def post(d: Daemon, body: dict[str, Any], headers: dict[str, str]) -> dict
     async with httpx2.AsyncClient(timeout=30) as http:
         answer = await http.post(d.url, content=json.dumps(body), headers=headers)
     assert answer.status_code == 200, answer.text
-    text = answer.text
-    if answer.headers["content-type"].startswith("text/event-stream"):  # the SDK's way answers a session's call so
-        text = next(line for line in text.splitlines() if line.startswith("data: ")).removeprefix("data: ")
-    decoded: dict[str, Any] = json.loads(text)
-    return decoded
+    return message_of(answer)  # the SDK's way answers a session's call on an event stream
 
 
 @pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from mcphost.upstream.connection import ToolResult, _CheckedResult, _plain_text_result
+from mcphost.upstream.connection import ToolResult, _CheckedResult, plain_text_result
 
 TEXT = {"type": "text", "text": "read_notes: x"}
 
@@ -58,13 +58,13 @@ def test_an_answer_the_model_takes_is_taken_with_the_models_error_flag(data: dic
 
 @pytest.mark.parametrize("data", INVALID)
 def test_an_answer_the_model_refuses_is_refused(data: Any) -> None:
-    assert not _plain_text_result(data)
+    assert not plain_text_result(data)
     with pytest.raises(ValidationError):
         ToolResult.checked(data)
 
 
 def test_plain_text_answers_skip_the_validator_and_others_do_not() -> None:
-    plain = [data for data in VALID if _plain_text_result(data)]
+    plain = [data for data in VALID if plain_text_result(data)]
     assert len(plain) == 7
     assert all(ToolResult.checked(data)._model is None for data in plain)
     assert all(ToolResult.checked(data)._model is not None for data in VALID if data not in plain)
