@@ -250,13 +250,14 @@ class CallShortcut:
         call = shortcut_call(message)
         return None if call is None else Claim(session, call, transport)
 
-    def claim_modern(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
+    def claim_modern(
+        self, headers: list[tuple[bytes, bytes]], raw_accept: bytes | None, raw_type: bytes | None, body: bytes
+    ) -> Claim | None:
         """A 2026-era single exchange this answers itself, or None: a `tools/call` request (`modern_call`) that the
         SDK's `handle_modern_request` would serve as it is, its routing headers each once and agreeing with its
         envelope, from a client that takes both kinds of answer. Anything it would refuse is the SDK's to refuse, in
         its words; so is a call with `Mcp-Param-*` headers, which mcphost's tools never ask for."""
-        accept, content_type = first_values(headers, b"accept", b"content-type")
-        if not accepts_both(accept) or not json_content(content_type):
+        if not accepts_both(raw_accept) or not json_content(raw_type):
             return None
         message = shortcut_message(body)
         if message is None or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
@@ -435,7 +436,7 @@ class AgentsDoor:
         # What answers a claimed call: the shortcut's own, with no coroutine of this class's in between.
         self.answer: Callable[[Claim, Send], Awaitable[Answer]] = shortcut.answer
 
-    def claim(self, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> Claim | None:
+    def claim(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
         """The tool call in a POST to /mcp with these headers (names in lower case) and this body, if the shortcut
         would answer it; the caller has checked the method and the path."""
         host, origin, authorization, session, version, accept, content_type = first_values(
@@ -445,7 +446,7 @@ class AgentsDoor:
             return None
         if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             # The SDK's manager sends every other version to its 2026-era entry, a session header or not.
-            return self._shortcut.claim_modern(list(headers), body)
+            return self._shortcut.claim_modern(headers, accept, content_type, body)
         if session is None:
             return None
         return self._shortcut.claim(session.decode("latin-1"), version, accept, shortcut_message(body), content_type)
