@@ -23,7 +23,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcphost import __version__
@@ -309,7 +309,7 @@ class DirectCalls:
 
     It takes calls in a session opened with `initialize`, and asks through the agent's client (elicitation) as the
     SDK does. On a 2026-era stream (its first request carries the protocol version in `_meta`, and the SDK serves it
-    so) it takes calls checked and shaped as the SDK checks and shapes them (`modern_call`, `modern_result`), except
+    so) it takes calls checked and shaped as the SDK checks and shapes them (`modern_call`, `sdk_result`), except
     those of a client that can be asked while the config may ask it: that one gets the SDK's input-required round
     trip, whose state only the SDK's boundary seals. It answers cancellation as the SDK does (the call is cut short
     and recorded as cancelled; no answer is sent).
@@ -321,7 +321,7 @@ class DirectCalls:
         self._send = send
         self._server_info = server_info
         self._modern: bool | None = None  # the stream's era, as the SDK decides it from the first request
-        self._opened = False
+        self._version: str | None = None  # the handshake's, as the SDK settles it: None until a session opens
         self._client: str | None = None
         self._elicits = False
         self._running: dict[str, CallCut] = {}
@@ -348,7 +348,8 @@ class DirectCalls:
         if method == "initialize":
             params = message.get("params")
             if isinstance(params, dict) and not _enveloped(params):
-                self._opened = True
+                # The SDK opens no session for an `initialize` it cannot read, and refuses the calls that follow.
+                self._version = negotiated_version(params)
                 self._client = client_name(params.get("clientInfo"))
                 capabilities = params.get("capabilities")
                 self._elicits = isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
@@ -369,12 +370,14 @@ class DirectCalls:
             request_id, name, arguments, version, client = modern
             context = CallContext(session_id=self._session_id, client=client, elicit=None)
             info = self._server_info
-            return self._start(request_id, name, arguments, lambda: context, lambda d: modern_result(version, d, info))
-        call = shortcut_call(message) if self._opened else None
-        if call is None:
+            return self._start(request_id, name, arguments, lambda: context, lambda d: sdk_result(version, d, info))
+        settled = self._version
+        call = shortcut_call(message) if settled is not None else None
+        if settled is None or call is None:
             return False
         request_id, name, arguments = call
-        return self._start(request_id, name, arguments, self._context, _as_result)
+        info = self._server_info
+        return self._start(request_id, name, arguments, self._context, lambda d: sdk_result(settled, d, info))
 
     def _start(
         self,
@@ -425,8 +428,14 @@ def _enveloped(params: Any) -> bool:
     return isinstance(meta, dict) and _MODERN_META in meta
 
 
-def _as_result(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return "result", data
+def negotiated_version(params: dict[str, Any]) -> str | None:
+    """The protocol version the SDK settles on for a handshake-era `initialize` with these params (the client's own
+    when the SDK speaks it, else its latest), or None when the SDK cannot read them and answers with an error."""
+    try:
+        requested = types.InitializeRequestParams.model_validate(params, by_name=False).protocol_version
+    except ValidationError:
+        return None
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
 
 
 async def ask_client(
@@ -516,15 +525,17 @@ def modern_call(
 _ROUND_KEYS = frozenset({"requestState", "inputResponses"})
 
 
-def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """("result", a tool result on the wire of a 2026-era `version`), made as the SDK's path makes it (the handler's
-    `CallToolResult`, its dump shaped by that version's schema: `resultType`, only the fields it has, the server's
-    `_meta` stamp); or ("error", what that path answers for a result it cannot take). What the upstream answered is in
-    the call's record either way."""
+def sdk_result(version: str, data: dict[str, Any], server_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """("result", a tool result on the wire of `version`), made as the SDK's path makes it (the handler's
+    `CallToolResult`, its dump sieved by that version's schema: only the fields it has, nulls dropped, `isError`
+    always; in the 2026 era `resultType` and the server's `_meta` stamp too); or ("error", what that path answers for a
+    result it cannot take). What the upstream answered is in the call's record either way."""
+    modern = version in MODERN_PROTOCOL_VERSIONS
     if version in _TEXT_SHAPED:
-        shaped = _text_result(data)
+        shaped = _text_result(data, modern)
         if shaped is not None:
-            shaped["_meta"] = {SERVER_INFO_META_KEY: server_info}
+            if modern:
+                shaped["_meta"] = {SERVER_INFO_META_KEY: server_info}
             return "result", shaped
     try:
         dumped = types.CallToolResult.model_validate(data).model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -536,6 +547,8 @@ def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any
     except (ValidationError, KeyError, ValueError):
         logger.exception("a tool result does not fit the %s schema", version)
         return "error", {"code": INTERNAL_ERROR, "message": "Handler returned an invalid result"}
+    if not modern:
+        return "result", shaped
     meta = shaped.get("_meta")
     if meta is None:
         shaped["_meta"] = {SERVER_INFO_META_KEY: server_info}
@@ -546,10 +559,10 @@ def modern_result(version: str, data: dict[str, Any], server_info: dict[str, Any
 
 # The versions whose shaping of a text result `_text_result` makes without the models; a test holds the two ways
 # together for each. A version added to the SDK takes the models' way until it is added here.
-_TEXT_SHAPED = frozenset({"2026-07-28"})
+_TEXT_SHAPED = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"})
 
 
-def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
+def _text_result(data: dict[str, Any], modern: bool) -> dict[str, Any] | None:
     """What the models make of a result that is text blocks, a plain `isError` and an object of structured content
     only (most results, warnings included), made directly: two pydantic validations and two dumps less on every such
     call. None for anything else (its own `_meta` too, which the stamp would join), which takes the models' way."""
@@ -557,7 +570,9 @@ def _text_result(data: dict[str, Any]) -> dict[str, Any] | None:
     if "_meta" in data or type(structured) is not dict or not plain_text_result(data):
         return None
     blocks = [{"text": block["text"], "type": "text"} for block in data.get("content", ())]
-    shaped = {"content": blocks, "isError": data.get("isError", False), "resultType": "complete"}
+    shaped = {"content": blocks, "isError": data.get("isError", False)}
+    if modern:
+        shaped["resultType"] = "complete"
     if "structuredContent" in data:
         shaped["structuredContent"] = structured  # the models pass an object's members through as they are
     return shaped
@@ -574,8 +589,9 @@ class HttpCalls:
         self.asks_agents_clients = gateway.asks_agents_clients
         self._sessions = sessions
         self.info = server.server_info_stamp  # what the SDK stamps on a 2026-era result's `_meta`
-        # Per open session: its name (an HMAC of its id, made once), its client's name, whether that client elicits.
-        self._clients: dict[str, tuple[str, str | None, bool]] = {}
+        # Per open session: its name (an HMAC of its id, made once), its client's name, whether that client elicits,
+        # and the protocol version its handshake settled on.
+        self._clients: dict[str, tuple[str, str | None, bool, str]] = {}
         self._running: dict[tuple[str, str], CallCut] = {}
         self._asked: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ask_ids = itertools.count()
@@ -586,7 +602,9 @@ class HttpCalls:
         capabilities = params.get("capabilities")
         elicits = isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
         name = self._sessions.name_of(transport_id)
-        self._clients[transport_id] = (name, client_name(params.get("clientInfo")), elicits)
+        # The SDK opened the session, so it read these params: its version is never None here.
+        version = negotiated_version(params) or LATEST_HANDSHAKE_VERSION
+        self._clients[transport_id] = (name, client_name(params.get("clientInfo")), elicits, version)
 
     def closed(self, transport_id: str) -> None:
         self._clients.pop(transport_id, None)
@@ -615,7 +633,9 @@ class HttpCalls:
         """The JSON-RPC response to the call, or None when the client cancelled it. `emit` sends a message of ours
         on this request's stream (a question through the agent's client) before the response."""
         known = self._clients.get(transport_id)
-        session, client, elicits = known if known is not None else (self._sessions.name_of(transport_id), None, False)
+        if known is None:
+            known = (self._sessions.name_of(transport_id), None, False, LATEST_HANDSHAKE_VERSION)
+        session, client, elicits, version = known
 
         async def ask(message: str, schema: dict[str, Any]) -> bool:
             return await ask_client(self._asked, self._ask_ids, message, schema, emit)
@@ -624,7 +644,7 @@ class HttpCalls:
         key = (transport_id, id_key(request_id))
         cut = self._running[key] = CallCut.of_current()
         try:
-            result = await call_result(self._gateway, name, arguments, ctx)
+            data = await call_result(self._gateway, name, arguments, ctx)
         except asyncio.CancelledError:
             if not cut.cut or cut.task is None:
                 raise  # not the client's: the server stopping
@@ -632,7 +652,8 @@ class HttpCalls:
             return None
         finally:
             self._running.pop(key, None)
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+        kind, answer = sdk_result(version, data, self.info)
+        return {"jsonrpc": "2.0", "id": request_id, kind: answer}
 
     async def answer_modern(
         self, request_id: Any, name: str, arguments: dict[str, Any], version: str, client: str | None
@@ -645,5 +666,5 @@ class HttpCalls:
         # config changed to ask clients between the claim and the call's start reads as one nobody can be asked:
         # the call ends as NO_APPROVER, and its repeat goes the SDK's way.)
         context = CallContext(session_id=None, client=client, elicit=None)
-        kind, answer = modern_result(version, await call_result(self._gateway, name, arguments, context), self.info)
+        kind, answer = sdk_result(version, await call_result(self._gateway, name, arguments, context), self.info)
         return {"jsonrpc": "2.0", "id": request_id, kind: answer}

@@ -21,8 +21,17 @@ import pytest
 import pytest_asyncio
 from mcp_types import HEADER_MISMATCH
 
-from tests.helpers import Daemon, Sandbox, daemon, http_session, message_of, poll, slow_read
-from tests.integration.test_stdio_calls import COUNTING, MODERN_CASES, ODD, READ, SDK_ID, SHORTCUT_ID, modern_meta
+from tests.helpers import Daemon, Hostile, Sandbox, daemon, http_session, message_of, poll, slow_read
+from tests.integration.test_stdio_calls import (
+    COUNTING,
+    MODERN_CASES,
+    ODD,
+    ODD_RESULTS,
+    READ,
+    SDK_ID,
+    SHORTCUT_ID,
+    modern_meta,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -54,6 +63,7 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Daem
     box.write_config(
         '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nread = "allow"\nwrite = "allow"\n\n'
         + box.probe_server()
+        + Hostile(box.root).toml()
     )
     async with daemon(box) as d:
         yield d
@@ -316,3 +326,28 @@ async def test_an_odd_handshake_era_call_gets_the_same_answer_and_record_either_
             assert len(records) == (0 if "error" in answers[0][1] else 2), (case, answers[0], records)
             for key in ("status", "error", "arguments", "arguments_preview", "metadata", "response_preview"):
                 assert all(r.get(key) == records[0].get(key) for r in records), (case, key)
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_an_odd_result_reaches_the_agent_the_same_either_way(served: Daemon, modern: bool) -> None:
+    session = None if modern else await http_session(served)
+    differ = {}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for case, result in ODD_RESULTS.items():
+            arguments = {"name": "hostile:malformed", "args": {"result": result}, "intent": {"operation_type": "read"}}
+            answers, before = [], len(served.box.tool_calls())
+            for request_id in (SDK_ID, SHORTCUT_ID):
+                if session is None:
+                    body = call_body(request_id, "call_tool_read", arguments, sdk_way=request_id == SDK_ID)
+                    headers = modern_headers(served, body)
+                else:
+                    call = {"name": "call_tool_read", "arguments": arguments}
+                    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
+                    headers = session
+                response = await http.post(served.url, content=json.dumps(body), headers=headers)
+                answers.append((response.status_code, {k: v for k, v in message_of(response).items() if k != "id"}))
+            if answers[0] != answers[1]:
+                differ[case] = answers
+            # Both went through to the upstream, whose answer is what reached the agent.
+            assert [r["decision"]["outcome"] for r in served.box.tool_calls()[before:]] == ["allow"] * 2, case
+    assert not differ, json.dumps(differ, indent=1)

@@ -17,7 +17,20 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.helpers import Sandbox, agent, daemon, error_of, poll, raw_agent, slow_read, text_of, with_sitecustomize
+from tests.helpers import (
+    Hostile,
+    RawAgent,
+    Sandbox,
+    agent,
+    daemon,
+    error_of,
+    initialize_request,
+    poll,
+    raw_agent,
+    slow_read,
+    text_of,
+    with_sitecustomize,
+)
 
 LENIENT = '[permissions]\nread = "allow"\nwrite = "ask"\nno_editor = "elicit"\n\n'
 READ = {"name": "probe:read_notes", "args": {"text": "hi"}, "intent": {"operation_type": "read"}}
@@ -183,7 +196,7 @@ COUNTING = """
 import os
 from mcphost.serve import mcp_server
 
-shaped = mcp_server.modern_result
+shaped = mcp_server.sdk_result
 
 
 def counted(*args, **kwargs):
@@ -192,7 +205,7 @@ def counted(*args, **kwargs):
     return shaped(*args, **kwargs)
 
 
-mcp_server.modern_result = counted
+mcp_server.sdk_result = counted
 """
 
 
@@ -281,6 +294,38 @@ ODD = {
 }
 
 
+async def opened(
+    stack: contextlib.AsyncExitStack, box: Sandbox, door: str, modern: bool, env: dict[str, str] | None = None
+) -> RawAgent:
+    """A raw agent on `door` ("--in-process", or "relay" to a daemon started here), its session opened in the era
+    asked: a 2026-era `server/discover`, or the handshake."""
+    if door == "relay":
+        await stack.enter_async_context(daemon(box))
+    raw = await stack.enter_async_context(raw_agent(box, *([door] if door != "relay" else []), env=env))
+    if modern:
+        await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
+        await raw.answer_to(0, timeout=30)
+    else:
+        await raw.initialize()
+    return raw
+
+
+async def both_ways(raw: RawAgent, arguments: dict[str, Any], modern: bool) -> list[dict[str, Any]]:
+    """The answers (without their ids) to the same call_tool_read sent the SDK's way and the shortcut's."""
+    answers = []
+    for request_id in (SDK_ID, SHORTCUT_ID):
+        params: dict[str, Any] = {"name": "call_tool_read", "arguments": arguments}
+        if modern:  # the SDK's way by its explicit null state, as the id alone would take it too
+            params["_meta"] = modern_meta()
+            if request_id == SDK_ID:
+                params["requestState"] = None
+        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+        await raw.send_line(line)
+        answer = await raw.answer_to(request_id, timeout=30)
+        answers.append({k: v for k, v in answer.items() if k != "id"})
+    return answers
+
+
 TAKEN = """
 import os
 from mcphost.serve import mcp_server
@@ -307,27 +352,10 @@ async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_
     taken = tmp_path / "taken"
     noting = with_sitecustomize(tmp_path, TAKEN, MCPHOST_TEST_TAKEN=str(taken))
     async with contextlib.AsyncExitStack() as stack:
-        if door == "relay":
-            await stack.enter_async_context(daemon(sandbox))
-        args, env = ([door], noting) if door != "relay" else ([], None)
-        raw = await stack.enter_async_context(raw_agent(sandbox, *args, env=env))
-        if modern:
-            await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
-            await raw.answer_to(0, timeout=30)
-        else:
-            await raw.initialize()
+        raw = await opened(stack, sandbox, door, modern, env=noting if door != "relay" else None)
         for case, arguments in ODD.items():
-            answers, before = [], len(sandbox.tool_calls())
-            for request_id in (SDK_ID, SHORTCUT_ID):
-                params: dict[str, Any] = {"name": "call_tool_read", "arguments": arguments}
-                if modern:  # the SDK's way by its explicit null state, as the id alone would take it too
-                    params["_meta"] = modern_meta()
-                    if request_id == SDK_ID:
-                        params["requestState"] = None
-                line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
-                await raw.send_line(line)
-                answer = await raw.answer_to(request_id, timeout=30)
-                answers.append({k: v for k, v in answer.items() if k != "id"})
+            before = len(sandbox.tool_calls())
+            answers = await both_ways(raw, arguments, modern)
             assert answers[0] == answers[1], case
             # A line the protocol refuses (a lone surrogate in its JSON) is no call: a JSON-RPC error, either way.
             records = sandbox.tool_calls()[before:]
@@ -337,3 +365,68 @@ async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_
     if door != "relay":  # in process, the shortcut noted what it took: only the calls meant for it, nearly all
         took = taken.read_text().splitlines()
         assert set(took) == {SHORTCUT_ID} and len(took) >= len(ODD) - 1, took
+
+
+# ---- odd results: what an upstream answers reaches the agent the same either way
+
+# Tool results the SDK's model takes, written as no SDK would write them: what the agent receives must not depend on
+# which way its call took.
+ODD_RESULTS = {
+    "null structured content": {"content": [{"type": "text", "text": "x"}], "structuredContent": None},
+    "a block with null annotations": {"content": [{"type": "text", "text": "x", "annotations": None}]},
+    "null _meta": {"content": [{"type": "text", "text": "x"}], "_meta": None},
+    "an extra member": {"content": [{"type": "text", "text": "x"}], "extra": {"kept": None}},
+    "an image block": {"content": [{"type": "image", "data": "aGk=", "mimeType": "image/png", "annotations": None}]},
+    "a list of structured content": {"content": [{"type": "text", "text": "x"}], "structuredContent": [1, None]},
+    "a text block with an extra member": {"content": [{"type": "text", "text": "x", "more": None}]},
+    "isError as null": {"content": [{"type": "text", "text": "x"}], "isError": None},
+    "a float in structured content": {"content": [{"type": "text", "text": "x"}], "structuredContent": {"f": 1.0}},
+}
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_an_odd_result_reaches_the_agent_the_same_by_the_shortcut_as_by_the_sdk(
+    sandbox: Sandbox, door: str, modern: bool, tmp_path: Path
+) -> None:
+    hostile = Hostile(tmp_path)
+    sandbox.write_config(
+        '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nread = "allow"\nwrite = "allow"\n\n'
+        + hostile.toml()
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        raw = await opened(stack, sandbox, door, modern)
+        differ = {}
+        for case, result in ODD_RESULTS.items():
+            arguments = {"name": "hostile:malformed", "args": {"result": result}, "intent": {"operation_type": "read"}}
+            before = len(sandbox.tool_calls())
+            answers = await both_ways(raw, arguments, modern)
+            if answers[0] != answers[1]:
+                differ[case] = answers
+            # Both went through to the upstream, whose answer is what reached the agent.
+            assert [r["decision"]["outcome"] for r in sandbox.tool_calls()[before:]] == ["allow"] * 2, case
+        assert not differ, json.dumps(differ, indent=1)
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+async def test_a_call_after_an_initialize_the_sdk_refused_is_refused_by_the_shortcut_too(
+    sandbox: Sandbox, door: str
+) -> None:
+    # The SDK opens no session for an `initialize` it cannot read (here a version that is no string): the calls that
+    # follow get its refusal, whichever way they go.
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with contextlib.AsyncExitStack() as stack:
+        if door == "relay":
+            await stack.enter_async_context(daemon(sandbox))
+        raw = await stack.enter_async_context(raw_agent(sandbox, *([door] if door != "relay" else [])))
+        bad = initialize_request("raw-agent")
+        bad["params"]["protocolVersion"] = 20251125
+        await raw.send(bad)
+        assert "error" in await raw.answer_to("init", timeout=30)
+        answers = []
+        for request_id in (SDK_ID, SHORTCUT_ID):
+            await raw.send_line(call_line(request_id, "call_tool_read", READ))
+            answer = await raw.answer_to(request_id, timeout=30)
+            answers.append({k: v for k, v in answer.items() if k != "id"})
+        assert answers[0] == answers[1] and "error" in answers[0], answers
+    assert sandbox.tool_calls() == []

@@ -15,8 +15,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.helpers import JSON_BOTH, Daemon, Sandbox, daemon, http_session, message_of, raw_agent
-from tests.integration.test_stdio_calls import modern_meta
+from tests.helpers import JSON_BOTH, Daemon, Sandbox, daemon, http_session, message_of
+from tests.integration.test_stdio_calls import modern_meta, opened
 
 WIDE = 2**70  # 1180591620717411303424
 ARGUMENTS = {
@@ -47,14 +47,7 @@ def check(answer: dict[str, Any], box: Sandbox) -> None:
 async def test_a_wide_integer_crosses_stdio_exactly(sandbox: Sandbox, door: str, modern: bool) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     async with contextlib.AsyncExitStack() as stack:
-        if door == "relay":
-            await stack.enter_async_context(daemon(sandbox))
-        raw = await stack.enter_async_context(raw_agent(sandbox, *([door] if door != "relay" else [])))
-        if modern:
-            await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
-            await raw.answer_to(0, timeout=30)
-        else:
-            await raw.initialize()
+        raw = await opened(stack, sandbox, door, modern)
         # The second after the first went through (nothing in between turned lossy), under an id as wide.
         for request_id in (1, WIDE + 1):
             await raw.send(call(request_id, modern))

@@ -17,10 +17,10 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
 )
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from mcphost.serve import mcp_server
-from mcphost.serve.mcp_server import DirectCalls, modern_call, modern_result
+from mcphost.serve.mcp_server import DirectCalls, modern_call, sdk_result
 from mcphost.serve.stdio import CallCut
 
 MODERN = "2026-07-28"
@@ -135,7 +135,7 @@ def test_a_result_is_shaped_for_its_era_and_stamped_with_the_server() -> None:
         "isError": False,
         "notInTheSchema": 1,
     }
-    kind, shaped = modern_result(MODERN, data, STAMP)
+    kind, shaped = sdk_result(MODERN, data, STAMP)
     assert kind == "result"
     assert shaped == {
         "content": [{"type": "text", "text": "read_notes: x"}],
@@ -146,12 +146,35 @@ def test_a_result_is_shaped_for_its_era_and_stamped_with_the_server() -> None:
     }
 
 
+def test_a_handshake_era_result_is_sieved_as_the_sdk_sieves_it_and_not_stamped() -> None:
+    # An upstream may write what no SDK would: nulls, members no schema has. The agent gets what the SDK's own path
+    # would send it, whichever way its call took.
+    data = {
+        "content": [
+            {"type": "text", "text": "x", "annotations": None},
+            {"type": "image", "data": "aGk=", "mimeType": "a"},
+        ],
+        "structuredContent": None,
+        "notInTheSchema": 1,
+    }
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        assert sdk_result(version, json.loads(json.dumps(data)), STAMP) == (
+            "result",
+            {
+                "content": [{"type": "text", "text": "x"}, {"type": "image", "data": "aGk=", "mimeType": "a"}],
+                "isError": False,
+            },
+        )
+        kind, shaped = sdk_result(version, {"content": [{"type": "text", "text": "x"}]}, STAMP)
+        assert kind == "result" and shaped == {"content": [{"type": "text", "text": "x"}], "isError": False}
+
+
 @pytest.mark.parametrize(
     "data", [{"content": "not a list"}, {"content": [{"type": "text"}]}, {"content": [], "isError": "maybe"}]
 )
 def test_a_result_the_handler_could_not_make_is_the_error_the_sdk_gives(data: dict[str, Any]) -> None:
     # The schema of the era alone would let these through as an empty result: the content silently gone.
-    kind, error = modern_result(MODERN, data, STAMP)
+    kind, error = sdk_result(MODERN, data, STAMP)
     assert (kind, error) == ("error", {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""})
 
 
@@ -192,15 +215,15 @@ RESULTS = {
 }
 
 
-@pytest.mark.parametrize("version", sorted(MODERN_PROTOCOL_VERSIONS))
+@pytest.mark.parametrize("version", sorted({*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS}))
 @pytest.mark.parametrize("case", RESULTS)
 def test_a_text_result_made_directly_is_what_the_models_make_of_it(
     case: str, version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = RESULTS[case]
-    direct = modern_result(version, json.loads(json.dumps(data)), STAMP)
+    direct = sdk_result(version, json.loads(json.dumps(data)), STAMP)
     monkeypatch.setattr(mcp_server, "_TEXT_SHAPED", frozenset())
-    by_models = modern_result(version, json.loads(json.dumps(data)), STAMP)
+    by_models = sdk_result(version, json.loads(json.dumps(data)), STAMP)
     assert direct == by_models
     assert json.dumps(direct) == json.dumps(by_models)  # the same keys in the same order, on the wire too
 
@@ -210,10 +233,10 @@ def test_a_plain_text_result_is_made_without_the_models(monkeypatch: pytest.Monk
         raise AssertionError("the models' way")
 
     monkeypatch.setattr(mcp_server, "serialize_server_result", refuse)
-    assert modern_result(MODERN, {"content": [TEXT], "isError": True}, STAMP)[0] == "result"
-    assert modern_result(MODERN, RESULTS["structured content"], STAMP)[0] == "result"
+    assert sdk_result(MODERN, {"content": [TEXT], "isError": True}, STAMP)[0] == "result"
+    assert sdk_result(MODERN, RESULTS["structured content"], STAMP)[0] == "result"
     with pytest.raises(AssertionError, match="the models' way"):
-        modern_result(MODERN, RESULTS["an image"], STAMP)
+        sdk_result(MODERN, RESULTS["an image"], STAMP)
 
 
 def test_the_stamp_is_the_servers_own() -> None:
