@@ -805,6 +805,19 @@ class CpuWatch:
         return _per_thread(pids, "schedstat", lambda data: int(data.split()[0]))
 
 
+def pin_processes(watch: CpuWatch, cpu: int) -> None:
+    """Every thread of the path's own processes on `cpu` alone, the upstream's on every other CPU this process may
+    use (threads made later inherit it from the thread that makes them). Which CPU a proxy runs on moves what its
+    fdatasync costs where the disk's completions all land on one CPU (the header's figure by CPU says so)."""
+    allowed = os.sched_getaffinity(0)
+    others = allowed - {cpu}
+    for pids, cpus in ((watch.proxy, {cpu}), (watch.upstream, others)):
+        for pid in pids:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(ProcessLookupError):
+                    os.sched_setaffinity(int(task.name), cpus)
+
+
 def _switches(status: bytes) -> int:
     return sum(
         int(line.split()[1])
@@ -870,9 +883,12 @@ class Target:
         return elapsed
 
 
-def interleaved(targets: list[Target], warmup: int, rounds: int, calls: int, dropped: dict[str, str]) -> None:
+def interleaved(
+    targets: list[Target], warmup: int, rounds: int, calls: int, dropped: dict[str, str], pin: int | None = None
+) -> None:
     """Warm-up, then `rounds` rounds of `calls` calls per path. A peer that fails is dropped (its reason in
-    `dropped`) and the others go on; a failing mcphost path or the direct baseline ends the run."""
+    `dropped`) and the others go on; a failing mcphost path or the direct baseline ends the run. `pin`: after the
+    warm-up, each path's own processes run on that CPU alone and the upstream on the others (`pin_processes`)."""
     live = list(targets)
 
     def guarded(target: Target, work: Callable[[Target], None]) -> None:
@@ -893,6 +909,10 @@ def interleaved(targets: list[Target], warmup: int, rounds: int, calls: int, dro
         for _ in range(warmup):
             target.checked_call()
         target.cpu = CpuWatch.of(target.roots)
+        if pin is not None:
+            if target.cpu is None:
+                raise BenchFailure(f"{target.label}: --pin-proxy needs /proc to find the path's processes")
+            pin_processes(target.cpu, pin)
 
     def one_round(target: Target) -> None:
         before = target.cpu.sample() if target.cpu is not None else None
@@ -960,29 +980,49 @@ FSYNC_SAMPLES = 300
 IDLE_S = 0.001  # about the time a call leaves the disk idle between two records
 
 
-def fsync_cost(directory: Path) -> dict[str, float]:
+def fsync_cost(directory: Path) -> dict[str, Any]:
     """What one durable append costs on the file system under `directory`: the p50 of a record-sized append and its
     fdatasync, back to back and after IDLE_S of idle (as sequential calls leave it). On a virtual disk the second can
-    be several times the first, and it is the one a sequential agent pays."""
+    be several times the first, and it is the one a sequential agent pays. Then the same after idle from each CPU in
+    turn (`after_idle_by_cpu_ms`): a disk whose completions all land on one CPU wakes a process waiting on another
+    with one more cross-CPU wake-up, so which CPU a proxy happens to run on moves its fsync."""
     path = directory / "fsync-probe.jsonl"
-    line = b"x" * 607 + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        costs: dict[str, float] = {}
-        for label, idle in (("back_to_back_ms", 0.0), ("after_idle_ms", IDLE_S)):
-            samples = []
-            for _ in range(FSYNC_SAMPLES):
-                if idle:
-                    time.sleep(idle)
-                os.write(fd, line)
-                start = time.perf_counter_ns()
-                os.fdatasync(fd)
-                samples.append(time.perf_counter_ns() - start)
-            costs[label] = statistics.median(samples) / 1e6
+        costs: dict[str, Any] = {
+            "back_to_back_ms": _durable_append_ms(fd, 0.0),
+            "after_idle_ms": _durable_append_ms(fd, IDLE_S),
+        }
+        allowed = os.sched_getaffinity(0)
+        if len(allowed) > 1:
+            by_cpu = {}
+            try:
+                for cpu in sorted(allowed)[:FSYNC_CPUS]:
+                    os.sched_setaffinity(0, {cpu})
+                    by_cpu[str(cpu)] = _durable_append_ms(fd, IDLE_S)
+            finally:
+                os.sched_setaffinity(0, allowed)
+            costs["after_idle_by_cpu_ms"] = by_cpu
         return costs
     finally:
         os.close(fd)
         path.unlink()
+
+
+FSYNC_CPUS = 8  # the first so many CPUs this process may run on are timed one by one
+
+
+def _durable_append_ms(fd: int, idle: float) -> float:
+    line = b"x" * 607 + b"\n"
+    samples = []
+    for _ in range(FSYNC_SAMPLES):
+        if idle:
+            time.sleep(idle)
+        os.write(fd, line)
+        start = time.perf_counter_ns()
+        os.fdatasync(fd)
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1e6
 
 
 def floor_argv(box: Sandbox, fsync: bool) -> list[str]:
@@ -1084,7 +1124,7 @@ def measure_plain(
         target.roots = [rpc.process.pid] if isinstance(rpc, StdioRpc) else []
         target.roots += [pids[key]] if key in pids else []
         targets.append(target)
-    interleaved(targets, opts.warmup, opts.rounds, opts.calls, unavailable)
+    interleaved(targets, opts.warmup, opts.rounds, opts.calls, unavailable, opts.pin_proxy)
     idle_cost(targets, IDLE_WINDOW_S)
     return targets
 
@@ -1256,6 +1296,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "policy": "read = allow",
             "activity_log": f"on, fsync = {'true' if opts.fsync else 'false'}",
             "sdk": opts.sdk,
+            "pin_proxy": opts.pin_proxy,
         },
         "activity_log_tool_calls": logged,
         "fsync": fsync,
@@ -1308,6 +1349,13 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def by_cpu(fsync: dict[str, Any]) -> str:
+    costs = fsync.get("after_idle_by_cpu_ms")
+    if not costs:
+        return ""
+    return "; after idle from each CPU: " + ", ".join(f"cpu{cpu} {ms:.3f}" for cpu, ms in costs.items()) + " ms"
+
+
 def render(report: dict[str, Any]) -> str:
     m, s = report["machine"], report["settings"]
     lines = [
@@ -1318,13 +1366,18 @@ def render(report: dict[str, Any]) -> str:
         f"through mcphost: call_tool_read, policy allow, activity log on, {s['activity_log'].split(', ')[1]} "
         f"({report['activity_log_tool_calls']} tool_call records, one per call made: checked)",
         f"a durable append here (608 bytes + fdatasync, p50): {report['fsync']['back_to_back_ms']:.3f} ms back to "
-        f"back, {report['fsync']['after_idle_ms']:.3f} ms after {IDLE_S * 1000:.0f} ms idle",
+        f"back, {report['fsync']['after_idle_ms']:.3f} ms after {IDLE_S * 1000:.0f} ms idle{by_cpu(report['fsync'])}",
         f"{s['calls_per_round']} sequential calls per path per round, {s['rounds']} rounds (order rotated), after "
         f"{s['warmup']} warm-up calls; p50/p95: the median over the rounds of each round's p50/p95",
         "CPU ms/call (median over the rounds, every thread, from /proc): what the path's own processes spent on the "
         "CPU per call (mcphost's, the relay's and the daemon's, a peer's, the floor's), and what the upstream did",
-        "",
     ]
+    if s.get("pin_proxy") is not None:
+        lines.append(
+            f"pinned after the warm-up (--pin-proxy): each path's own processes on cpu{s['pin_proxy']} alone, the "
+            "upstream on the other CPUs; the client where the scheduler puts it"
+        )
+    lines.append("")
     lines += table(report["rows"], report["unavailable"], [k for k in s["paths"]])
     reopened = [f"{r['path']} {r['reconnects']}" for r in report["rows"] if r["reconnects"]]
     if reopened:
@@ -1403,6 +1456,13 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="[log] fsync = false: what the durable record costs each call (the targets are measured with it on)",
     )
+    parser.add_argument(
+        "--pin-proxy",
+        type=int,
+        metavar="CPU",
+        help="after the warm-up, run each path's own processes on this CPU alone and the upstream on the others "
+        "(Linux): where a proxy runs moves its fsync's cost",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     opts = parser.parse_args(argv)
     quick = opts.quick
@@ -1413,6 +1473,10 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [p for p in opts.paths if p not in PATHS]
     if unknown or not opts.paths:
         parser.error(f"--paths: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(PATHS)}")
+    if opts.pin_proxy is not None:
+        allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        if opts.pin_proxy not in allowed or len(allowed) < 2:
+            parser.error(f"--pin-proxy: CPU {opts.pin_proxy} is not one of two or more this process may use")
     if opts.calls < 1 or opts.rounds < 1 or opts.warmup < 0:
         parser.error("--calls and --rounds must be at least 1, --warmup at least 0")
     # The table's order, whatever order they were named in.

@@ -1,0 +1,49 @@
+"""bench_paths' placement of a path's processes (`--pin-proxy`) and its report of the disk by CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.bench_paths import CpuWatch, by_cpu, fsync_cost, pin_processes
+
+CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="placement needs two CPUs or more")
+
+
+@needs_two
+def test_pinning_puts_every_thread_of_the_proxy_on_its_cpu_and_the_upstream_on_the_others() -> None:
+    # A proxy with a second thread already running: each of its threads is placed, not only the first.
+    script = "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); time.sleep(60)"
+    proxy = subprocess.Popen([sys.executable, "-c", script])
+    upstream = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        while len(list(Path(f"/proc/{proxy.pid}/task").iterdir())) < 2:
+            pass
+        pin_processes(CpuWatch([proxy.pid], [upstream.pid]), CPUS[-1])
+        threads = [int(task.name) for task in Path(f"/proc/{proxy.pid}/task").iterdir()]
+        assert [os.sched_getaffinity(tid) for tid in threads] == [{CPUS[-1]}] * 2
+        assert os.sched_getaffinity(upstream.pid) == set(CPUS) - {CPUS[-1]}
+    finally:
+        for child in (proxy, upstream):
+            child.kill()
+            child.wait()
+
+
+@needs_two
+def test_the_disk_is_timed_from_each_cpu_and_the_bench_keeps_its_own_placement(tmp_path: Path) -> None:
+    before = os.sched_getaffinity(0)
+    costs = fsync_cost(tmp_path)
+    assert os.sched_getaffinity(0) == before
+    assert sorted(costs["after_idle_by_cpu_ms"]) == sorted(str(cpu) for cpu in CPUS[:8])
+    assert all(ms > 0 for ms in costs["after_idle_by_cpu_ms"].values())
+    assert not list(tmp_path.iterdir())  # its probe file is gone
+    assert by_cpu(costs).startswith("; after idle from each CPU: cpu")
+
+
+def test_a_report_without_figures_by_cpu_says_nothing_of_them() -> None:
+    assert by_cpu({"back_to_back_ms": 0.1, "after_idle_ms": 0.2}) == ""
