@@ -245,9 +245,10 @@ class CallShortcut:
         if not accepts_both(raw_accept) or not json_content(raw_type):
             return None
         transport = self.manager._server_instances.get(session)
-        if transport is None or transport.is_terminated or not self.calls.knows(session):
+        version = self.calls.version_of(session)
+        if transport is None or transport.is_terminated or version is None:
             return None
-        call = shortcut_call(message)
+        call = shortcut_call(message, version)
         return None if call is None else Claim(session, call, transport)
 
     def claim_modern(
@@ -260,7 +261,7 @@ class CallShortcut:
         if not accepts_both(raw_accept) or not json_content(raw_type):
             return None
         message = shortcut_message(body)
-        if message is None or message.get("method") != "tools/call" or message.get("jsonrpc") != "2.0":
+        if message is None or message.get("method") != "tools/call":
             return None
         if any(key.startswith(_PARAM_HEADER) for key, _ in headers) or _routing_duplicated(headers):
             return None

@@ -372,7 +372,7 @@ class DirectCalls:
             info = self._server_info
             return self._start(request_id, name, arguments, lambda: context, lambda d: sdk_result(version, d, info))
         settled = self._version
-        call = shortcut_call(message) if settled is not None else None
+        call = shortcut_call(message, settled) if settled is not None else None
         if settled is None or call is None:
             return False
         request_id, name, arguments = call
@@ -477,19 +477,44 @@ def answered(asked: dict[str, asyncio.Future[dict[str, Any]]], message: dict[str
     return True
 
 
-def shortcut_call(message: dict[str, Any]) -> tuple[Any, str, dict[str, Any]] | None:
-    """(id, tool name, arguments) of a tools/call a shortcut may answer: a well-formed one of the handshake era.
-    What is malformed the SDK answers, with the error it names; 2026-era requests (their protocol version in
-    `_meta`) are the SDK's too."""
+def shortcut_call(message: dict[str, Any], version: str) -> tuple[Any, str, dict[str, Any]] | None:
+    """(id, tool name, arguments) of a tools/call a shortcut may answer: one of the handshake era that the SDK would
+    serve as it is in a session of `version`. What is malformed, or anything the SDK might read otherwise (a member
+    beside the request's own, `_meta` or another param it checks), the SDK answers, with the error it names;
+    2026-era requests (their protocol version in `_meta`) are the SDK's too."""
     request_id, params = message.get("id"), message.get("params")
-    if not valid_id(request_id) or not isinstance(params, dict):
+    if not plain_request(message) or not valid_id(request_id) or not isinstance(params, dict):
         return None
     name, arguments = params.get("name"), params.get("arguments")
     if arguments is None:
         arguments = {}
     if not isinstance(name, str) or not isinstance(arguments, dict) or _enveloped(params):
         return None
+    if not _PLAIN_PARAMS.issuperset(params) and not _sdk_reads(version, params):
+        return None
     return request_id, name, arguments
+
+
+def plain_request(message: dict[str, Any]) -> bool:
+    """Whether `message` is a JSON-RPC 2.0 request of a request's members only, which the SDK's reading of a message
+    takes for a request whatever else it holds: one with `error` beside `method`, say, it takes for a response."""
+    return message.get("jsonrpc") == "2.0" and _REQUEST_MEMBERS.issuperset(message)
+
+
+_REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
+# Params of a name and arguments only the SDK reads as they are; any other takes its checks (`_sdk_reads`).
+_PLAIN_PARAMS = frozenset({"name", "arguments"})
+
+
+def _sdk_reads(version: str, params: dict[str, Any]) -> bool:
+    """Whether the SDK takes these tools/call params in a session of `version`: the schema of that version (which
+    it checks first) and the handler's model."""
+    try:
+        validate_client_request("tools/call", version, params)
+        types.CallToolRequestParams.model_validate(params, by_name=False)
+    except ValidationError:
+        return False
+    return True
 
 
 def modern_call(
@@ -503,7 +528,9 @@ def modern_call(
     under any other config nothing would ask it, and its call is answered as any other. Everything else is the SDK's,
     with the answer it gives."""
     request_id, params = message.get("id"), message.get("params")
-    if not valid_id(request_id) or not isinstance(params, dict) or _ROUND_KEYS & params.keys():
+    if not plain_request(message) or not valid_id(request_id) or not isinstance(params, dict):
+        return None
+    if _ROUND_KEYS & params.keys():
         return None
     route = classify_inbound_request(message, headers=headers)
     if not isinstance(route, InboundModernRoute):
@@ -611,6 +638,11 @@ class HttpCalls:
 
     def knows(self, transport_id: str) -> bool:
         return transport_id in self._clients
+
+    def version_of(self, transport_id: str) -> str | None:
+        """The protocol version of an open session's handshake (None: no session this saw open)."""
+        known = self._clients.get(transport_id)
+        return None if known is None else known[3]
 
     def answered(self, message: dict[str, Any]) -> bool:
         return answered(self._asked, message)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -295,12 +296,16 @@ ODD = {
 
 
 async def opened(
-    stack: contextlib.AsyncExitStack, box: Sandbox, door: str, modern: bool, env: dict[str, str] | None = None
+    stack: contextlib.AsyncExitStack, box: Sandbox, door: str, modern: bool, taken: Path | None = None
 ) -> RawAgent:
     """A raw agent on `door` ("--in-process", or "relay" to a daemon started here), its session opened in the era
-    asked: a 2026-era `server/discover`, or the handshake."""
+    asked: a 2026-era `server/discover`, or the handshake. In process, the shortcut notes in `taken` the id of each
+    request it takes."""
+    env = None
     if door == "relay":
         await stack.enter_async_context(daemon(box))
+    elif taken is not None:
+        env = with_sitecustomize(taken.parent, TAKEN, MCPHOST_TEST_TAKEN=str(taken))
     raw = await stack.enter_async_context(raw_agent(box, *([door] if door != "relay" else []), env=env))
     if modern:
         await raw.send({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": modern_meta()}})
@@ -310,17 +315,29 @@ async def opened(
     return raw
 
 
-async def both_ways(raw: RawAgent, arguments: dict[str, Any], modern: bool) -> list[dict[str, Any]]:
-    """The answers (without their ids) to the same call_tool_read sent the SDK's way and the shortcut's."""
+def plain_request(request_id: Any, modern: bool, arguments: dict[str, Any] = READ) -> dict[str, Any]:
+    """A call_tool_read request in the era asked; with SDK_ID it goes the SDK's way, with SHORTCUT_ID the
+    shortcut's (in the 2026 era by an explicit null `requestState`, as the id alone would take it too)."""
+    params: dict[str, Any] = {"name": "call_tool_read", "arguments": arguments}
+    if modern:
+        params["_meta"] = modern_meta()
+        if request_id == SDK_ID:
+            params["requestState"] = None
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def both_ways(
+    raw: RawAgent,
+    modern: bool,
+    arguments: dict[str, Any] = READ,
+    change: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The answers (without their ids) to the same call_tool_read (made odd by `change`) sent the SDK's way and the
+    shortcut's."""
     answers = []
     for request_id in (SDK_ID, SHORTCUT_ID):
-        params: dict[str, Any] = {"name": "call_tool_read", "arguments": arguments}
-        if modern:  # the SDK's way by its explicit null state, as the id alone would take it too
-            params["_meta"] = modern_meta()
-            if request_id == SDK_ID:
-                params["requestState"] = None
-        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
-        await raw.send_line(line)
+        message = plain_request(request_id, modern, arguments)
+        await raw.send(change(message) if change is not None else message)
         answer = await raw.answer_to(request_id, timeout=30)
         answers.append({k: v for k, v in answer.items() if k != "id"})
     return answers
@@ -350,12 +367,11 @@ async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_
 ) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     taken = tmp_path / "taken"
-    noting = with_sitecustomize(tmp_path, TAKEN, MCPHOST_TEST_TAKEN=str(taken))
     async with contextlib.AsyncExitStack() as stack:
-        raw = await opened(stack, sandbox, door, modern, env=noting if door != "relay" else None)
+        raw = await opened(stack, sandbox, door, modern, taken)
         for case, arguments in ODD.items():
             before = len(sandbox.tool_calls())
-            answers = await both_ways(raw, arguments, modern)
+            answers = await both_ways(raw, modern, arguments)
             assert answers[0] == answers[1], case
             # A line the protocol refuses (a lone surrogate in its JSON) is no call: a JSON-RPC error, either way.
             records = sandbox.tool_calls()[before:]
@@ -400,7 +416,7 @@ async def test_an_odd_result_reaches_the_agent_the_same_by_the_shortcut_as_by_th
         for case, result in ODD_RESULTS.items():
             arguments = {"name": "hostile:malformed", "args": {"result": result}, "intent": {"operation_type": "read"}}
             before = len(sandbox.tool_calls())
-            answers = await both_ways(raw, arguments, modern)
+            answers = await both_ways(raw, modern, arguments)
             if answers[0] != answers[1]:
                 differ[case] = answers
             # Both went through to the upstream, whose answer is what reached the agent.
@@ -430,3 +446,54 @@ async def test_a_call_after_an_initialize_the_sdk_refused_is_refused_by_the_shor
             answers.append({k: v for k, v in answer.items() if k != "id"})
         assert answers[0] == answers[1] and "error" in answers[0], answers
     assert sandbox.tool_calls() == []
+
+
+# ---- odd requests: a request the SDK would read otherwise, or not at all, is the SDK's
+
+
+def odd_envelopes(modern: bool) -> dict[str, Any]:
+    """tools/call requests that differ from a plain one in their envelope or their params' `_meta`, each a function
+    of the plain request."""
+
+    def meta(**extra: Any) -> Any:
+        return lambda m: {**m, "params": {**m["params"], "_meta": {**m["params"].get("_meta", {}), **extra}}}
+
+    cases: dict[str, Any] = {
+        "no jsonrpc member": lambda m: {k: v for k, v in m.items() if k != "jsonrpc"},
+        "jsonrpc 1.0": lambda m: {**m, "jsonrpc": "1.0"},
+        "a result member too": lambda m: {**m, "result": {}},
+        "a member of no JSON-RPC message": lambda m: {**m, "extra": 1},
+        "a progress token that is an object": meta(progressToken={"a": 1}),
+        "a progress token that is a number with a fraction": meta(progressToken=1.5),
+        "a progress token": meta(progressToken="p-1"),
+        "a meta member of the client's own": meta(**{"example.com/trace": "t-1"}),
+        "a param no schema has": lambda m: {**m, "params": {**m["params"], "other": 1}},
+        "an empty tool name": lambda m: {**m, "params": {**m["params"], "name": ""}},
+    }
+    if not modern:
+        cases["a meta that is no object"] = lambda m: {**m, "params": {**m["params"], "_meta": 5}}
+    return cases
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_an_odd_request_gets_the_same_answer_either_way(
+    sandbox: Sandbox, door: str, modern: bool, tmp_path: Path
+) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    taken = tmp_path / "taken"
+    async with contextlib.AsyncExitStack() as stack:
+        raw = await opened(stack, sandbox, door, modern, taken)
+        differ = {}
+        for case, change in odd_envelopes(modern).items():
+            answers = await both_ways(raw, modern, change=change)
+            if answers[0] != answers[1]:
+                differ[case] = answers
+        assert not differ, json.dumps(differ, indent=1)
+        # Taken for a response (an `error` beside its method), a request gets no answer from the SDK: nor may the
+        # shortcut run it. The call after it is answered; the odd one was never taken.
+        await raw.send({**plain_request("odd", modern), "error": {"code": 1, "message": "x"}})
+        await raw.send(plain_request(SHORTCUT_ID, modern))
+        assert "result" in await raw.answer_to(SHORTCUT_ID, timeout=30)
+    if door != "relay":
+        assert "odd" not in taken.read_text().splitlines()

@@ -17,10 +17,11 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
 )
+from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from mcphost.serve import mcp_server
-from mcphost.serve.mcp_server import DirectCalls, modern_call, sdk_result
+from mcphost.serve.mcp_server import DirectCalls, modern_call, sdk_result, shortcut_call
 from mcphost.serve.stdio import CallCut
 
 MODERN = "2026-07-28"
@@ -275,3 +276,45 @@ async def test_the_schema_a_2026_http_call_is_checked_against_is_the_one_tools_l
     for tool in listed:
         assert lookup(tool.name) == tool.input_schema, tool.name
     assert lookup("probe:read_notes") is None  # as a listing that does not advertise it: nothing to check
+
+
+PLAIN_PARAMS = [
+    {"name": "t", "arguments": {"a": [1, None], "b": {"c": "d"}}},
+    {"name": "t"},
+    {"name": "", "arguments": None},
+    {"name": "t", "arguments": {}},
+]
+
+
+@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
+@pytest.mark.parametrize("params", PLAIN_PARAMS)
+def test_params_the_shortcut_takes_unchecked_are_params_the_sdk_takes(version: str, params: dict[str, Any]) -> None:
+    # A name and arguments only skip the SDK's checks on the shortcut: they must be what those checks pass.
+    validate_client_request("tools/call", version, params)
+    types.CallToolRequestParams.model_validate(params, by_name=False)
+    assert shortcut_call({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, version) is not None
+
+
+@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
+def test_any_other_params_are_taken_only_where_the_sdk_takes_them(version: str) -> None:
+    def taken(**extra: Any) -> bool:
+        params = {"name": "t", "arguments": {}, **extra}
+        return shortcut_call({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, version) is not None
+
+    assert taken(_meta={"progressToken": "p"}) and taken(_meta={"progressToken": 7}) and taken(_meta={"x/y": [1]})
+    assert not taken(_meta={"progressToken": 1.5}) and not taken(_meta={"progressToken": {}}) and not taken(_meta=5)
+
+
+def test_a_message_with_members_of_no_request_is_left_to_the_sdk() -> None:
+    plain = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
+    assert shortcut_call(plain, "2025-06-18") is not None
+    for odd in ({**plain, "jsonrpc": "1.0"}, {**plain, "error": {}}, {**plain, "result": {}}, {**plain, "x": 1}):
+        assert shortcut_call(odd, "2025-06-18") is None, odd
+    del plain["jsonrpc"]
+    assert shortcut_call(plain, "2025-06-18") is None
+
+
+def test_a_2026_era_message_with_members_of_no_request_is_left_to_the_sdk() -> None:
+    assert modern_call(call()) is not None
+    for odd in ({"jsonrpc": "1.0"}, {"error": {"code": 1, "message": "x"}}, {"result": {}}, {"x": 1}):
+        assert modern_call({**call(), **odd}) is None, odd
