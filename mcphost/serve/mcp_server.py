@@ -490,7 +490,7 @@ def shortcut_call(message: dict[str, Any], version: str) -> tuple[Any, str, dict
         arguments = {}
     if not isinstance(name, str) or not isinstance(arguments, dict) or _enveloped(params):
         return None
-    if not _PLAIN_PARAMS.issuperset(params) and not _sdk_reads(version, params):
+    if not _plain_params(params) and not _sdk_reads(version, params):
         return None
     return request_id, name, arguments
 
@@ -502,8 +502,23 @@ def plain_request(message: dict[str, Any]) -> bool:
 
 
 _REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
-# Params of a name and arguments only the SDK reads as they are; any other takes its checks (`_sdk_reads`).
-_PLAIN_PARAMS = frozenset({"name", "arguments"})
+_PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+def _plain_params(params: dict[str, Any]) -> bool:
+    """Whether tools/call params are what the SDK reads as they are in every handshake-era version (a test holds the
+    SDK's checks to it): a name and arguments (checked by the caller), and a `_meta` of a progress token at most,
+    which clients that show progress send with every call. Any other takes the SDK's checks (`_sdk_reads`)."""
+    if not _PLAIN_PARAMS.issuperset(params):
+        return False
+    meta = params.get("_meta", _NO_META)
+    if meta is _NO_META:
+        return True
+    return type(meta) is dict and meta.keys() == _PROGRESS_ONLY and type(meta["progressToken"]) in (str, int)
+
+
+_NO_META: dict[str, Any] = {}
+_PROGRESS_ONLY = {"progressToken"}
 
 
 def _sdk_reads(version: str, params: dict[str, Any]) -> bool:

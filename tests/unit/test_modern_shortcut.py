@@ -19,6 +19,7 @@ from mcp_types import (
 )
 from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from mcphost.serve import mcp_server
 from mcphost.serve.mcp_server import DirectCalls, modern_call, sdk_result, shortcut_call
@@ -283,26 +284,49 @@ PLAIN_PARAMS = [
     {"name": "t"},
     {"name": "", "arguments": None},
     {"name": "t", "arguments": {}},
+    {"name": "t", "arguments": {}, "_meta": {"progressToken": "p-1"}},
+    {"name": "t", "_meta": {"progressToken": -7}},
 ]
 
 
 @pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
 @pytest.mark.parametrize("params", PLAIN_PARAMS)
 def test_params_the_shortcut_takes_unchecked_are_params_the_sdk_takes(version: str, params: dict[str, Any]) -> None:
-    # A name and arguments only skip the SDK's checks on the shortcut: they must be what those checks pass.
+    # These skip the SDK's checks on the shortcut: they must be what those checks pass.
+    assert mcp_server._plain_params(params)
     validate_client_request("tools/call", version, params)
     types.CallToolRequestParams.model_validate(params, by_name=False)
     assert shortcut_call({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, version) is not None
 
 
-@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
-def test_any_other_params_are_taken_only_where_the_sdk_takes_them(version: str) -> None:
-    def taken(**extra: Any) -> bool:
-        params = {"name": "t", "arguments": {}, **extra}
-        return shortcut_call({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, version) is not None
+OTHER_PARAMS = {
+    "a whole progress token": {"_meta": {"progressToken": 1.0}},
+    "a progress token with a fraction": {"_meta": {"progressToken": 1.5}},
+    "a progress token that is an object": {"_meta": {"progressToken": {}}},
+    "a progress token that is true": {"_meta": {"progressToken": True}},
+    "a null progress token": {"_meta": {"progressToken": None}},
+    "a meta member of the client's own": {"_meta": {"x/y": [1]}},
+    "a progress token and more": {"_meta": {"progressToken": "p", "x/y": 1}},
+    "a meta that is no object": {"_meta": 5},
+    "a null meta": {"_meta": None},
+    "a task": {"task": {"ttl": 1000}},
+    "a task that is no object": {"task": 5},
+    "a param no schema has": {"other": 1},
+}
 
-    assert taken(_meta={"progressToken": "p"}) and taken(_meta={"progressToken": 7}) and taken(_meta={"x/y": [1]})
-    assert not taken(_meta={"progressToken": 1.5}) and not taken(_meta={"progressToken": {}}) and not taken(_meta=5)
+
+@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
+@pytest.mark.parametrize("case", OTHER_PARAMS)
+def test_any_other_params_are_taken_only_where_the_sdk_takes_them(version: str, case: str) -> None:
+    params = {"name": "t", "arguments": {}, **OTHER_PARAMS[case]}
+    taken = shortcut_call({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, version) is not None
+    try:
+        validate_client_request("tools/call", version, params)
+        types.CallToolRequestParams.model_validate(params, by_name=False)
+    except ValidationError:
+        assert not taken
+    else:
+        assert taken
 
 
 def test_a_message_with_members_of_no_request_is_left_to_the_sdk() -> None:
