@@ -511,14 +511,13 @@ def _plain_params(params: dict[str, Any]) -> bool:
     which clients that show progress send with every call. Any other takes the SDK's checks (`_sdk_reads`)."""
     if not _PLAIN_PARAMS.issuperset(params):
         return False
-    meta = params.get("_meta", _NO_META)
-    if meta is _NO_META:
+    if "_meta" not in params:
         return True
+    meta = params["_meta"]
     return type(meta) is dict and meta.keys() == _PROGRESS_ONLY and type(meta["progressToken"]) in (str, int)
 
 
-_NO_META: dict[str, Any] = {}
-_PROGRESS_ONLY = {"progressToken"}
+_PROGRESS_ONLY = frozenset({"progressToken"})
 
 
 def _sdk_reads(version: str, params: dict[str, Any]) -> bool:
