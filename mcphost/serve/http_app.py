@@ -308,7 +308,7 @@ class CallShortcut:
         transport = self.manager._server_instances.get(session)
         if transport is None:
             self.calls.closed(session)  # ended without a DELETE (it idled out): forget its client too
-        if message is None or transport is None or transport.is_terminated or not self.calls.knows(session):
+        if message is None or transport is None or transport.is_terminated or self.calls.version_of(session) is None:
             await self.app(scope, replay, send)
             return
         method = message.get("method")

@@ -372,8 +372,10 @@ class DirectCalls:
             info = self._server_info
             return self._start(request_id, name, arguments, lambda: context, lambda d: sdk_result(version, d, info))
         settled = self._version
-        call = shortcut_call(message, settled) if settled is not None else None
-        if settled is None or call is None:
+        if settled is None:
+            return False
+        call = shortcut_call(message, settled)
+        if call is None:
             return False
         request_id, name, arguments = call
         info = self._server_info
@@ -649,9 +651,6 @@ class HttpCalls:
 
     def closed(self, transport_id: str) -> None:
         self._clients.pop(transport_id, None)
-
-    def knows(self, transport_id: str) -> bool:
-        return transport_id in self._clients
 
     def version_of(self, transport_id: str) -> str | None:
         """The protocol version of an open session's handshake (None: no session this saw open)."""
