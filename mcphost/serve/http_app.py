@@ -19,7 +19,13 @@ from typing import Any
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PARAM_HEADER_PREFIX, find_duplicated_routing_header
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PARAM_HEADER_PREFIX,
+    MCP_PROTOCOL_VERSION_HEADER,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -202,16 +208,23 @@ def json_content(raw: bytes | None) -> bool:
     return any(part.strip() == _JSON for part in raw.split(b";", 1)[0].split(b","))
 
 
-def _routing_duplicated(headers: Iterable[tuple[bytes, bytes]]) -> bool:
-    return find_duplicated_routing_header((key.decode("latin-1"), "") for key, _ in headers) is not None
+_ROUTING_NAMES = {name.encode(): name for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER)}
 
 
-def _folded(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    """The request's headers by name, the first of each, as `dict(request.headers)` gives the SDK's classifier."""
-    folded: dict[str, str] = {}
+def _routing(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str] | None:
+    """A 2026-era request's routing headers by name, as the SDK's classifier reads them; None when one comes twice
+    (the SDK refuses it) or any `Mcp-Param-*` header comes (mcphost's tools never ask for one): the SDK's to answer.
+    One pass over headers whose names are in lower case, as the HTTP server gives them."""
+    routing: dict[str, str] = {}
     for key, value in headers:
-        folded.setdefault(key.decode("latin-1"), value.decode("latin-1"))
-    return folded
+        name = _ROUTING_NAMES.get(key)
+        if name is not None:
+            if name in routing:
+                return None
+            routing[name] = value.decode("latin-1")
+        elif key.startswith(_PARAM_HEADER):
+            return None
+    return routing
 
 
 class CallShortcut:
@@ -263,9 +276,10 @@ class CallShortcut:
         message = shortcut_message(body)
         if message is None or message.get("method") != "tools/call":
             return None
-        if any(key.startswith(_PARAM_HEADER) for key, _ in headers) or _routing_duplicated(headers):
+        routing = _routing(headers)
+        if routing is None:
             return None
-        modern = modern_call(message, _folded(headers), clients_asked=self.calls.asks_agents_clients())
+        modern = modern_call(message, routing, clients_asked=self.calls.asks_agents_clients())
         if modern is None:
             return None
         request_id, name, arguments, version, client = modern

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
+import orjson
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -551,9 +552,7 @@ def modern_call(
     route = classify_inbound_request(message, headers=headers)
     if not isinstance(route, InboundModernRoute):
         return None
-    try:
-        validate_client_request("tools/call", route.protocol_version, params)
-    except (ValidationError, KeyError, ValueError):
+    if not _envelope_valid(route.protocol_version, params):
         return None
     capabilities, info = route.client_capabilities, route.client_info
     if not isinstance(capabilities, dict) or (clients_asked and capabilities.get("elicitation") is not None):
@@ -566,6 +565,38 @@ def modern_call(
 
 
 _ROUND_KEYS = frozenset({"requestState", "inputResponses"})
+# (protocol version, a `_meta` as orjson writes it) the SDK's schema has taken: a client sends the same envelope
+# with every call, and the schema's verdict on a call is its verdict on the envelope once the name and arguments
+# pass (its params model ignores other members, and the round's keys are turned away before it is asked).
+_VALID_ENVELOPES: set[tuple[str, bytes]] = set()
+_ENVELOPES_KEPT = 256
+
+
+def _envelope_valid(version: str, params: dict[str, Any]) -> bool:
+    """Whether the SDK's schema for `version` takes these tools/call params (no round keys among them), its
+    verdict on their envelope remembered: on most calls, two type checks and one dump of `_meta` in place of a
+    validation of the whole params (a test holds the two ways together)."""
+    name, arguments, meta = params.get("name"), params.get("arguments"), params.get("_meta")
+    key = None
+    if type(name) is str and (arguments is None or type(arguments) is dict) and type(meta) is dict:
+        try:
+            dumped = orjson.dumps(meta)
+        except orjson.JSONEncodeError:
+            dumped = b"null"
+        # orjson writes NaN and infinities as null: an envelope holding a null is not remembered.
+        if b"null" not in dumped:
+            key = (version, dumped)
+            if key in _VALID_ENVELOPES:
+                return True
+    try:
+        validate_client_request("tools/call", version, params)
+    except (ValidationError, KeyError, ValueError):
+        return False
+    if key is not None:
+        if len(_VALID_ENVELOPES) >= _ENVELOPES_KEPT:
+            _VALID_ENVELOPES.clear()
+        _VALID_ENVELOPES.add(key)
+    return True
 
 
 def sdk_result(version: str, data: dict[str, Any], server_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -165,6 +165,19 @@ async def test_what_the_sdk_would_refuse_it_refuses_in_its_own_words(served: Dae
     assert box.answered_by_shortcut() == shortcut_before
 
 
+async def test_a_call_with_a_param_header_is_the_sdks_to_answer(served: Daemon) -> None:
+    # mcphost's tools declare no `x-mcp-header`: what a header of that kind means is for the SDK to say.
+    box = served.box
+    assert isinstance(box, CountingBox)
+    body = call_body(1, "call_tool_read", READ)
+    shortcut_before = box.answered_by_shortcut()
+    plain = await post(served, body, modern_headers(served, body))
+    with_param = await post(served, body, {**modern_headers(served, body), "mcp-param-region": "eu"})
+    assert box.answered_by_shortcut() == shortcut_before + 1
+    assert with_param.status_code == 200, with_param.text  # the SDK checks only the headers a tool declares
+    assert with_param.json()["result"] == plain.json()["result"]
+
+
 async def test_a_handshake_era_call_sent_as_text_is_refused_as_the_sdk_refuses_it(served: Daemon) -> None:
     # A browser's form post needs no preflight: only the SDK's content-type check stands between it and a call.
     box = served.box

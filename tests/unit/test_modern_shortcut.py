@@ -342,3 +342,82 @@ def test_a_2026_era_message_with_members_of_no_request_is_left_to_the_sdk() -> N
     assert modern_call(call()) is not None
     for odd in ({"jsonrpc": "1.0"}, {"error": {"code": 1, "message": "x"}}, {"result": {}}, {"x": 1}):
         assert modern_call({**call(), **odd}) is None, odd
+
+
+ENVELOPES = {
+    "the usual": envelope(),
+    "no client info": envelope(**{CLIENT_INFO_META_KEY: None}),
+    "capabilities a client declares": envelope(
+        **{CLIENT_CAPABILITIES_META_KEY: {"roots": {"listChanged": True}, "sampling": {}, "experimental": {"x": {}}}}
+    ),
+    "a progress token": {**envelope(), "progressToken": "p-1"},
+    "a progress token that is true": {**envelope(), "progressToken": True},
+    "a progress token with a fraction": {**envelope(), "progressToken": 1.5},
+    "a whole float for a progress token": {**envelope(), "progressToken": 1.0},
+    "a log level": {**envelope(), "io.modelcontextprotocol/logLevel": "debug"},
+    "a log level no one has": {**envelope(), "io.modelcontextprotocol/logLevel": "loud"},
+    "a member of the client's own": {**envelope(), "x/y": [1, {"z": None}]},
+    "a client info of numbers": envelope(**{CLIENT_INFO_META_KEY: {"name": 5, "version": 1}}),
+    "a client info with icons": envelope(**{CLIENT_INFO_META_KEY: {**INFO, "icons": [{"src": "a.png"}]}}),
+    "icons that are no list": envelope(**{CLIENT_INFO_META_KEY: {**INFO, "icons": "a.png"}}),
+    "capabilities that are no object": envelope(**{CLIENT_CAPABILITIES_META_KEY: []}),
+    "an elicitation of no object": envelope(**{CLIENT_CAPABILITIES_META_KEY: {"elicitation": "yes"}}),
+    "a null client info": envelope(**{CLIENT_INFO_META_KEY: {"name": "a", "version": "1", "title": None}}),
+    "a version that is no string": envelope(**{PROTOCOL_VERSION_META_KEY: 2026}),
+}
+CALL_PARAMS = {
+    "plain": {"name": "t", "arguments": {"a": 1}},
+    "no arguments": {"name": "t"},
+    "null arguments": {"name": "t", "arguments": None},
+    "a member no schema has": {"name": "t", "arguments": {}, "other": [1]},
+    "a name that is no string": {"name": 5, "arguments": {}},
+    "no name": {"arguments": {}},
+    "arguments that are a list": {"name": "t", "arguments": [1]},
+    "arguments that are a string": {"name": "t", "arguments": "{}"},
+}
+
+
+def sdk_takes(params: dict[str, Any]) -> bool:
+    try:
+        validate_client_request("tools/call", MODERN, params)
+    except (ValidationError, KeyError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("meta", ENVELOPES)
+def test_a_remembered_envelope_gives_the_sdks_verdict_on_every_call_that_carries_it(meta: str) -> None:
+    # Each call's params asked twice over, first with nothing remembered, then after the envelope's plain call has
+    # been taken: the two ways must agree with the SDK's schema for every name, arguments and member beside them.
+    mcp_server._VALID_ENVELOPES.clear()
+    for case, fields in CALL_PARAMS.items():
+        params = {**fields, "_meta": ENVELOPES[meta]}
+        mcp_server._VALID_ENVELOPES.clear()
+        assert mcp_server._envelope_valid(MODERN, params) is sdk_takes(params), case
+        mcp_server._envelope_valid(MODERN, {"name": "t", "arguments": {}, "_meta": ENVELOPES[meta]})
+        assert mcp_server._envelope_valid(MODERN, params) is sdk_takes(params), case
+
+
+def test_an_envelope_the_schema_took_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    mcp_server._VALID_ENVELOPES.clear()
+    holding_null = {"name": "t", "_meta": {**envelope(), "x": None}}
+    assert mcp_server._envelope_valid(MODERN, {"name": "t", "arguments": {}, "_meta": envelope()})
+    assert mcp_server._envelope_valid(MODERN, holding_null)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(mcp_server, "validate_client_request", refuse)
+    assert mcp_server._envelope_valid(MODERN, {"name": "other", "arguments": {"b": 2}, "_meta": envelope()})
+    reordered = dict(reversed(list(envelope().items())))
+    with pytest.raises(AssertionError, match="checked again"):  # another envelope, though an equal one
+        mcp_server._envelope_valid(MODERN, {"name": "t", "_meta": reordered})
+    with pytest.raises(AssertionError, match="checked again"):  # orjson writes NaN as null: nulls are never kept
+        mcp_server._envelope_valid(MODERN, holding_null)
+
+
+def test_the_envelopes_remembered_are_bounded() -> None:
+    mcp_server._VALID_ENVELOPES.clear()
+    for n in range(mcp_server._ENVELOPES_KEPT * 3):
+        assert mcp_server._envelope_valid(MODERN, {"name": "t", "_meta": {**envelope(), "x/n": n}})
+    assert 0 < len(mcp_server._VALID_ENVELOPES) <= mcp_server._ENVELOPES_KEPT
