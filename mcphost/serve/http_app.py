@@ -342,6 +342,9 @@ class CallShortcut:
                 for key, value in message.get("headers") or []:
                     if key.lower() == SESSION_HEADER.encode():
                         self.calls.opened(value.decode("latin-1"), initialize)
+                        # A session the SDK ended on its own (idle, crashed) sends no DELETE: forgotten here, so
+                        # what is kept per session never outgrows the SDK's own sessions.
+                        self.calls.keep_only(self.manager._server_instances)
             await send(message)
 
         return noting

@@ -13,7 +13,7 @@ import secrets
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -570,6 +570,7 @@ _ROUND_KEYS = frozenset({"requestState", "inputResponses"})
 # pass (its params model ignores other members, and the round's keys are turned away before it is asked).
 _VALID_ENVELOPES: set[tuple[str, bytes]] = set()
 _ENVELOPES_KEPT = 256
+_ENVELOPE_KEPT_BYTES = 4096
 
 
 def _envelope_valid(version: str, params: dict[str, Any]) -> bool:
@@ -583,8 +584,9 @@ def _envelope_valid(version: str, params: dict[str, Any]) -> bool:
             dumped = orjson.dumps(meta)
         except orjson.JSONEncodeError:
             dumped = b"null"
-        # orjson writes NaN and infinities as null: an envelope holding a null is not remembered.
-        if b"null" not in dumped:
+        # orjson writes NaN and infinities as null: an envelope holding a null is not remembered, nor one larger
+        # than any client's (what is kept stays small whatever a client sends).
+        if len(dumped) <= _ENVELOPE_KEPT_BYTES and b"null" not in dumped:
             key = (version, dumped)
             if key in _VALID_ENVELOPES:
                 return True
@@ -682,6 +684,11 @@ class HttpCalls:
 
     def closed(self, transport_id: str) -> None:
         self._clients.pop(transport_id, None)
+
+    def keep_only(self, open_sessions: Container[str]) -> None:
+        """Forget every session but these (the ones the SDK's manager still holds)."""
+        for transport_id in [known for known in self._clients if known not in open_sessions]:
+            del self._clients[transport_id]
 
     def version_of(self, transport_id: str) -> str | None:
         """The protocol version of an open session's handshake (None: no session this saw open)."""

@@ -10,13 +10,18 @@ import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
+import httpx2
 import pytest
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 
 from mcphost.serve.http_app import CallShortcut, Claim, _hold, _release
+from mcphost.serve.mcp_server import HttpCalls, Sessions
+from tests.helpers import poll
 
 IDLE = 0.2  # the session's idle timeout in these tests, seconds
 
@@ -207,3 +212,37 @@ async def test_the_sdks_transport_has_what_the_clock_reads_and_ends_like_the_fak
             await anyio.sleep(IDLE * 3)
         assert idle.cancelled_caught and transport._requests_in_flight == 0
         assert transport._mcphost_idle_clock._since >= released  # type: ignore[attr-defined]
+
+
+async def test_a_session_the_sdk_ended_without_a_delete_is_forgotten_by_the_shortcut() -> None:
+    # An agent that goes away sends no DELETE: the SDK ends its session once idle. What the shortcut keeps per
+    # session must go with it, or a daemon that runs for weeks keeps every session it ever saw.
+    class Gateway:
+        def asks_agents_clients(self) -> bool:
+            return False
+
+    server: Server[Any] = Server("mcphost")
+    manager = StreamableHTTPSessionManager(app=server, session_idle_timeout=IDLE)
+    calls = HttpCalls(cast(Any, Gateway()), Sessions(), server)
+    app = CallShortcut(StreamableHTTPASGIApp(manager), manager, calls)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "a", "version": "1"}},
+    }
+
+    async with manager.run(), httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://x") as http:
+
+        async def open_session() -> str:
+            answer = await http.post("/mcp", json=opening, headers=headers)
+            assert answer.status_code == 200, answer.text
+            return str(answer.headers["mcp-session-id"])
+
+        first = await open_session()
+        assert calls.version_of(first) == "2025-11-25"
+        await poll(lambda: first not in manager._server_instances, "the SDK to end the idle session")
+        second = await open_session()
+        assert calls.version_of(first) is None
+        assert calls.version_of(second) == "2025-11-25"

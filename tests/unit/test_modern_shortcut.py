@@ -416,8 +416,12 @@ def test_an_envelope_the_schema_took_is_not_checked_again(monkeypatch: pytest.Mo
         mcp_server._envelope_valid(MODERN, holding_null)
 
 
-def test_the_envelopes_remembered_are_bounded() -> None:
+def test_the_envelopes_remembered_are_bounded_in_number_and_in_size() -> None:
     mcp_server._VALID_ENVELOPES.clear()
     for n in range(mcp_server._ENVELOPES_KEPT * 3):
         assert mcp_server._envelope_valid(MODERN, {"name": "t", "_meta": {**envelope(), "x/n": n}})
     assert 0 < len(mcp_server._VALID_ENVELOPES) <= mcp_server._ENVELOPES_KEPT
+    mcp_server._VALID_ENVELOPES.clear()
+    for n in range(8):  # each valid, each checked in full, none kept
+        assert mcp_server._envelope_valid(MODERN, {"name": "t", "_meta": {**envelope(), "x/big": f"{n}" * 1_000_000}})
+    assert not mcp_server._VALID_ENVELOPES
