@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from mcphost.activity.redact import redact, redact_text
+from mcphost.activity.redact import redact, redact_head
 
 PREVIEW_MARGIN = 16384
 
@@ -27,7 +27,9 @@ def capture_arguments(
     """(arguments, preview): the redacted arguments when they fit in `max_bytes`, else the start of their JSON."""
     if max_bytes <= 0 or not args:
         return None, None
-    cleaned = redact(dict(args), extra_keys)
+    # A string longer than the limit may come back as the start of its redaction only: arguments holding one do not
+    # fit whole, and the preview shows no more of it than that start.
+    cleaned = redact(dict(args), extra_keys, head=max_bytes)
     try:
         if len(orjson.dumps(cleaned, default=str)) <= max_bytes:
             return cleaned, None
@@ -55,4 +57,4 @@ def capture_response(text: str, max_bytes: int) -> str | None:
         return None
     # Redact before cutting, so a secret that straddles the cut is still recognised; the margin bounds the cost
     # on a huge answer and is longer than any credential format (a PEM block without its end counts as one).
-    return cut_utf8(redact_text(text[: max_bytes + PREVIEW_MARGIN]), max_bytes)
+    return cut_utf8(redact_head(text, max_bytes, max_bytes + PREVIEW_MARGIN), max_bytes)

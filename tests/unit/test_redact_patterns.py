@@ -1,0 +1,104 @@
+"""Each credential format's pattern finds exactly what its `\\b` form finds. The patterns are written as their first
+characters then a look behind them, because a pattern that opens with `\\b` gets no prefix search from the regex
+engine (fifty times slower on a page of text); these are the forms they were first written in, and the reference."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from mcphost.activity import redact
+
+B64URL = r"A-Za-z0-9_\-"
+WORD_BOUNDARY_FORMS = {
+    "jwt": rf"\beyJ[{B64URL}]{{8,}}\.[{B64URL}]{{8,}}\.[{B64URL}]*",
+    "github": r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+    "gitlab": rf"\bgl(?:pat|dt|rt|ptt|soat)-[{B64URL}]{{20,}}",
+    "slack": r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]{10,}",
+    "slack_webhook": r"\bhttps://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}",
+    "aws_access_key": r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
+    "google_api_key": rf"\bAIza[{B64URL}]{{35}}(?![{B64URL}])",
+    "anthropic": rf"\bsk-ant-[{B64URL}]{{20,}}",
+    "openrouter": r"\bsk-or-v1-[A-Za-z0-9]{20,}",
+    "openai": rf"\bsk-(?:(?:proj|svcacct|admin)-[{B64URL}]{{20,}}|[A-Za-z0-9]{{20,}}[{B64URL}]*)",
+    "stripe": r"\b(?:[sr]k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9+/=]{24,})",
+    "npm": r"\bnpm_[A-Za-z0-9]{36}\b",
+    "huggingface": r"\bhf_[A-Za-z]{30,}\b",
+    "sendgrid": rf"\bSG\.[{B64URL}]{{16,}}\.[{B64URL}]{{16,}}",
+    "bearer": r"\b(?P<scheme>[Bb]earer\s+)(?P<credential>[A-Za-z0-9._~+/\-]{8,}=*)",
+    "basic_auth": r"\b(?P<scheme>[Bb]asic\s+)(?P<credential>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])",
+}
+PATTERNS = {kind: rx for kind, _, rx in redact._FORMATS}
+
+# What comes right before a credential decides the boundary: word characters of several scripts (letters, digits,
+# the underscore, an accented letter, an Arabic-Indic digit, a combining mark) and the separators around them.
+BEFORE = ["", " ", "x", "Z", "7", "_", "-", ".", "/", ":", "=", '"', "'", "\n", "é", "٣", "ß", "\u0301", "@", "(", "+"]
+HEADS = [
+    "eyJ",
+    "ghp_",
+    "gho_",
+    "github_pat_",
+    "glpat-",
+    "glsoat-",
+    "xoxb-",
+    "xapp-",
+    "https://hooks.slack.com/services/",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "sk-ant-",
+    "sk-or-v1-",
+    "sk-",
+    "sk-proj-",
+    "sk_live_",
+    "rk_test_",
+    "whsec_",
+    "npm_",
+    "hf_",
+    "SG.",
+    "Bearer ",
+    "bearer\t",
+    "Basic ",
+    "basic ",
+]
+BODY = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=: é"
+
+
+def sample(rng: random.Random) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        body = "".join(rng.choice(BODY) for _ in range(rng.choice([3, 12, 20, 36, 40, 60])))
+        parts.append(rng.choice(BEFORE) + rng.choice(HEADS) + body)
+    return rng.choice(BEFORE).join(parts) + rng.choice(BEFORE)
+
+
+@pytest.mark.parametrize("kind", sorted(WORD_BOUNDARY_FORMS))
+def test_a_format_finds_what_its_word_boundary_form_finds(kind: str) -> None:
+    reference, pattern = re.compile(WORD_BOUNDARY_FORMS[kind]), PATTERNS[kind]
+    rng = random.Random(kind)
+    for _ in range(4000):
+        text = sample(rng)
+        assert [m.span() for m in pattern.finditer(text)] == [m.span() for m in reference.finditer(text)], text
+        assert [m.groupdict() for m in pattern.finditer(text)] == [m.groupdict() for m in reference.finditer(text)]
+        assert bool(pattern.fullmatch(text)) == bool(reference.fullmatch(text)), text
+
+
+def test_every_format_that_starts_at_a_word_boundary_has_its_reference() -> None:
+    kept = {kind for kind, pattern in PATTERNS.items() if kind not in ("private_key", "url_password")}
+    assert kept == set(WORD_BOUNDARY_FORMS)
+    assert not any(pattern.pattern.startswith(r"\b") for pattern in PATTERNS.values())
+
+
+def test_the_gate_before_the_assignment_pass_is_the_alternation_it_replaces() -> None:
+    # Which texts get the assignment pass at all: every secret term, in any case, with a key's separators inside it.
+    reference = re.compile("|".join(sorted(redact._SECRET_TERMS, key=len, reverse=True)))
+    separators = str.maketrans("", "", "_.-")
+    rng = random.Random(7)
+    pieces = [*redact._SECRET_TERMS, "Access_Token", "PASS-WORD", "api.key", "to_ken", "monkey", "author", "x", " "]
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) + rng.choice(["", "_", "-", ".", " ", "=", ":"]) for _ in range(4))
+        text = "".join(c.upper() if rng.random() < 0.2 else c for c in text)
+        expected = reference.search(text.lower().translate(separators)) is not None
+        assert redact._holds_secret_term(text) is expected, text
