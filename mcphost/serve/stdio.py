@@ -104,17 +104,35 @@ ShortcutFactory = Callable[[Outbox], Shortcut]
 
 
 def shortcut_message(data: bytes) -> dict[str, Any] | None:
-    """`data` parsed for a shortcut, if it is a JSON object the SDK's parser would read too: deeper nesting gets the
-    SDK's answer (-32602), whatever orjson would make of it (brackets in strings count too, which only ever sends a
-    message the long way); what orjson refuses (lone surrogates, say) gets the SDK's answer as well, and so does what
-    it would read rounded (an integer past 64 bits): the SDK's parser keeps every digit."""
-    if data.count(b"[") + data.count(b"{") >= PARSER_DEPTH or may_hold_wide_int(data):
+    """`data` parsed for a shortcut, if it is a JSON object the SDK's parser would read too: what nests as deep as that
+    parser goes gets the SDK's answer (-32602), whatever orjson would make of it; what orjson refuses
+    (lone surrogates, say) gets the SDK's answer as well, and so does what it would read rounded (an integer past 64
+    bits): the SDK's parser keeps every digit. Its brackets bound how deep a message can nest; only one with that many
+    (source code in an argument has them in every line) has its containers walked, not its strings."""
+    if may_hold_wide_int(data):
         return None
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    return message if isinstance(message, dict) else None
+    if not isinstance(message, dict):
+        return None
+    if data.count(b"[") + data.count(b"{") >= PARSER_DEPTH and nests_deeper(message, PARSER_DEPTH):
+        return None
+    return message
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether JSON `value` holds containers nested `limit` deep or deeper (the value itself is one level). Iterative:
+    no message can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def valid_id(value: Any) -> bool:

@@ -165,6 +165,21 @@ async def test_what_the_sdk_would_refuse_it_refuses_in_its_own_words(served: Dae
     assert box.answered_by_shortcut() == shortcut_before
 
 
+async def test_a_call_carrying_source_code_is_answered_by_the_shortcut_as_the_sdk_answers_it(served: Daemon) -> None:
+    # A bracket or two in every line of a file's content is no nesting: the call is the shortcut's.
+    box = served.box
+    assert isinstance(box, CountingBox)
+    source = "".join(f"    rows[{n}] = {{'id': [{n}], 'ok': items[{n}]}}\n" for n in range(300))
+    arguments = {**READ, "args": {"text": source}}
+    shortcut_before = box.answered_by_shortcut()
+    by_sdk = await post(served, call_body(1, "call_tool_read", arguments, sdk_way=True))
+    by_shortcut = await post(served, call_body(1, "call_tool_read", arguments))
+    assert box.answered_by_shortcut() == shortcut_before + 1
+    assert by_shortcut.status_code == by_sdk.status_code == 200
+    assert by_shortcut.json() == by_sdk.json()
+    assert by_shortcut.json()["result"]["content"][0]["text"].endswith(source)
+
+
 async def test_a_call_with_a_param_header_is_the_sdks_to_answer(served: Daemon) -> None:
     # mcphost's tools declare no `x-mcp-header`: what a header of that kind means is for the SDK to say.
     box = served.box

@@ -383,6 +383,27 @@ async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_
         assert set(took) == {SHORTCUT_ID} and len(took) >= len(ODD) - 1, took
 
 
+SOURCE = "".join(f"    rows[{n}] = {{'id': [{n}], 'ok': items[{n}]}}\n" for n in range(300))  # 1 500 brackets
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
+async def test_a_call_carrying_source_code_is_taken_by_the_shortcut_and_answered_as_by_the_sdk(
+    sandbox: Sandbox, modern: bool, tmp_path: Path
+) -> None:
+    # Brackets in strings bound how deep a message can nest, but do not nest it: a file's content as an argument
+    # (a bracket or two in every line) is no reason to take the long way.
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    taken = tmp_path / "taken"
+    async with contextlib.AsyncExitStack() as stack:
+        raw = await opened(stack, sandbox, "--in-process", modern, taken)
+        answers = await both_ways(raw, modern, {**READ, "args": {"text": SOURCE}})
+    assert answers[0] == answers[1]
+    assert SOURCE in json.dumps(answers[0]["result"]["content"][0]["text"]) or answers[0]["result"]["content"][0][
+        "text"
+    ].endswith(SOURCE)
+    assert taken.read_text().splitlines() == [SHORTCUT_ID]
+
+
 # ---- odd results: what an upstream answers reaches the agent the same either way
 
 # Tool results the SDK's model takes, written as no SDK would write them: what the agent receives must not depend on

@@ -3,10 +3,13 @@ write of its record) always completes before the session ends."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
+import pydantic_core
 import pytest
 
-from mcphost.serve.stdio import CallCut, Job, _Calls
+from mcphost.serve.stdio import CallCut, Job, _Calls, shortcut_message
 
 
 def call(log: list[str], name: str, started: anyio.Event | None = None) -> Job:
@@ -137,3 +140,22 @@ async def test_a_call_cut_short_before_its_task_starts_runs_to_its_first_wait_an
         calls.start(CallCut(call(log, "a")))
         calls.cancel()
     assert log == ["a recorded"]
+
+
+@pytest.mark.parametrize("depth", [1, 60, 150, 190, 195, 196, 197, 198, 199, 200, 250, 600])
+def test_what_the_shortcut_parses_the_sdks_parser_reads_too(depth: int) -> None:
+    # pydantic-core's parser stops at a depth; the shortcut takes only what it would read. Brackets inside a string
+    # (source code as an argument) are no depth: such a call is taken however many it holds.
+    nested = json.loads("[" * depth + "]" * depth)
+    code = "".join(f"rows[{n}] = {{'k': [{n}]}}\n" for n in range(400))
+    for arguments in ({"deep": nested}, {"deep": nested, "text": code}):
+        data = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": arguments}})
+        try:
+            pydantic_core.from_json(data)
+        except ValueError:
+            read = False
+        else:
+            read = True
+        taken = shortcut_message(data.encode()) is not None
+        assert read or not taken, depth
+        assert taken or depth > 150, depth
