@@ -59,6 +59,25 @@ THROUGH_TOOL = "call_tool_read"
 THROUGH_ARGS: dict[str, Any] = {"name": "probe:read_notes", "args": {"text": "x"}, "intent": {"operation_type": "read"}}
 EXPECTED_TEXT = "read_notes: x"
 
+
+def use_payload(size: int) -> str:
+    """Make every path's call carry `size` bytes of source-like text (`--payload`): the argument, echoed back in the
+    answer's text and its structured content, as a call that reads or writes a file carries one. The text is the same
+    every run (numbered lines of code, no credential in them), so runs compare. Returns the text."""
+    global DIRECT_ARGS, THROUGH_ARGS, EXPECTED_TEXT
+    lines, total, n = [], 0, 0
+    while total < size:
+        line = f"    result_{n} = transform(items[{n}], path=base / 'part_{n}.txt', retries={n % 7})  # step {n}"
+        lines.append(line)
+        total += len(line) + 1
+        n += 1
+    text = "\n".join(lines)[:size]
+    DIRECT_ARGS = {"text": text}
+    THROUGH_ARGS = {**THROUGH_ARGS, "args": {"text": text}}
+    EXPECTED_TEXT = f"read_notes: {text}"
+    return text
+
+
 TARGET_RATIO = 2.0  # every mcphost path within 2.0x direct stdio (information only)
 SUPERGATEWAY_SPEC = "supergateway@4"
 MCP_PROXY_SPEC = "mcp-proxy>=0.13,<0.14"
@@ -970,10 +989,15 @@ def summary(target: Target) -> dict[str, Any]:
 
 
 def count_tool_calls(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with path.open(encoding="utf-8") as fh:
-        return sum(1 for line in fh if line.strip() and json.loads(line).get("type") == "tool_call")
+    """The tool_call records in the log and the files it rotated to (a run with `--payload` fills several)."""
+    total = 0
+    for name in [path.name, *(f"{path.name}.{n}" for n in range(1, 100))]:
+        part = path.with_name(name)
+        if not part.exists():
+            continue
+        with part.open(encoding="utf-8") as fh:
+            total += sum(1 for line in fh if line.strip() and json.loads(line).get("type") == "tool_call")
+    return total
 
 
 FSYNC_SAMPLES = 300
@@ -1259,6 +1283,8 @@ def rows_of(targets: list[Target], direct: Target | None) -> list[dict[str, Any]
 
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
+    if opts.payload:
+        use_payload(opts.payload)
     started = time.perf_counter()
     host = machine()
     ticks = cpu_ticks()
@@ -1297,6 +1323,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "activity_log": f"on, fsync = {'true' if opts.fsync else 'false'}",
             "sdk": opts.sdk,
             "pin_proxy": opts.pin_proxy,
+            "payload_bytes": opts.payload,
         },
         "activity_log_tool_calls": logged,
         "fsync": fsync,
@@ -1361,8 +1388,12 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         f"mcphost paths: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}, "
         f"load average {m['load_average_1m']:.2f} at start",
-        'read call read_notes {"text": "x"} to tests/servers/probe.py; plain JSON-RPC client (stdlib), one session per '
-        "path",
+        (
+            f'read call read_notes {{"text": <{s["payload_bytes"]} bytes of source-like text>}}, echoed back,'
+            if s.get("payload_bytes")
+            else 'read call read_notes {"text": "x"}'
+        )
+        + " to tests/servers/probe.py; plain JSON-RPC client (stdlib), one session per path",
         f"through mcphost: call_tool_read, policy allow, activity log on, {s['activity_log'].split(', ')[1]} "
         f"({report['activity_log_tool_calls']} tool_call records, one per call made: checked)",
         f"a durable append here (608 bytes + fdatasync, p50): {report['fsync']['back_to_back_ms']:.3f} ms back to "
@@ -1463,6 +1494,14 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         help="after the warm-up, run each path's own processes on this CPU alone and the upstream on the others "
         "(Linux): where a proxy runs moves its fsync's cost",
     )
+    parser.add_argument(
+        "--payload",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="each call carries this many bytes of source-like text as its argument, echoed in its answer (default: "
+        'the one-character `{"text": "x"}`): what a call that reads or writes a file costs each path',
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     opts = parser.parse_args(argv)
     quick = opts.quick
@@ -1479,6 +1518,8 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--pin-proxy: CPU {opts.pin_proxy} is not one of two or more this process may use")
     if opts.calls < 1 or opts.rounds < 1 or opts.warmup < 0:
         parser.error("--calls and --rounds must be at least 1, --warmup at least 0")
+    if not 0 <= opts.payload <= 1 << 20:
+        parser.error("--payload: from 0 to 1048576 bytes")
     # The table's order, whatever order they were named in.
     opts.paths = [p for p in PATHS if p in opts.paths]
     return opts
