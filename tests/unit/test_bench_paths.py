@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_paths import CpuWatch, by_cpu, fsync_cost, pin_processes
+from bench import bench_paths
+from bench.bench_paths import CpuWatch, by_cpu, fsync_cost, parse_cli, pin_processes
+from mcphost.activity.redact import redact_text
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="placement needs two CPUs or more")
@@ -47,3 +49,23 @@ def test_the_disk_is_timed_from_each_cpu_and_the_bench_keeps_its_own_placement(t
 
 def test_a_report_without_figures_by_cpu_says_nothing_of_them() -> None:
     assert by_cpu({"back_to_back_ms": 0.1, "after_idle_ms": 0.2}) == ""
+
+
+def test_a_payload_is_that_many_bytes_of_the_same_text_in_every_call_and_its_echo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("DIRECT_ARGS", "THROUGH_ARGS", "EXPECTED_TEXT"):
+        monkeypatch.setattr(bench_paths, name, getattr(bench_paths, name))  # restored after the test
+    text = bench_paths.use_payload(30_000)
+    assert len(text.encode()) == 30_000 and text.count("\n") > 300
+    assert text == bench_paths.use_payload(30_000)  # the same every run, so runs compare
+    assert redact_text(text) == text  # no credential in it: the bench times the work, not a redaction
+    direct, through, expected = bench_paths.DIRECT_ARGS, bench_paths.THROUGH_ARGS, bench_paths.EXPECTED_TEXT
+    assert direct == {"text": text} and through["args"] == {"text": text}
+    assert through["intent"] == {"operation_type": "read"} and expected == f"read_notes: {text}"
+
+
+@pytest.mark.parametrize("payload", ["-1", str((1 << 20) + 1)])
+def test_a_payload_out_of_range_is_refused(payload: str) -> None:
+    with pytest.raises(SystemExit):
+        parse_cli(["--payload", payload])
