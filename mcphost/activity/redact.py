@@ -294,8 +294,21 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
 _ASSIGNMENT_RE = re.compile(
     r"[:=][ \t]*"
     r"(?P<scheme>(?i:bearer|basic|token)[ \t]+)?"  # Authorization: Bearer <credential>
-    r"(?P<value>\[REDACTED[^\]]*\]|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;<>\[\]{}()=?]+)"
+    # A quoted value is read as runs of plain characters between escapes, each run taken whole (`*+`): the same strings
+    # as `"(?:[^"\\\n]|\\.)*"` (a backslash always takes the character after it, so a text has one reading), without a
+    # turn of the group per character, nor a walk back over the runs when the quote does not close (a cut preview of
+    # JSON text is one long open string), which made this pass two to three times as slow on JSON text.
+    r"(?P<value>\[REDACTED[^\]]*+\]|\"[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\"|'[^'\n]*+'|[^\s\"'&,;<>\[\]{}()=?]+)"
 )
+# An assignment whose value opens with a quote (or a marker's bracket) and does not close it in the text: with more text
+# after it, the value could close there, and the assignment take it in (see `redact_head`).
+_QUOTED_VALUE_OPEN = re.compile(
+    r"[:=][ \t]*(?:(?i:bearer|basic|token)[ \t]+)?"
+    r"(?:\"(?![^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\")|'(?![^'\n]*+')|\[REDACTED(?![^\]]*+\]))"
+)
+_MARKER_VALUE_OPEN = re.compile(
+    r"[:=][ \t]*(?:(?i:bearer|basic|token)[ \t]+)?\[REDACTED(?![^\]]*+\])"
+)  # past lines too
 _KEY_BEFORE = re.compile(r"[ \t]*[\"']?(?P<key>[A-Za-z0-9_.\-]{1,128})")
 _MAX_KEY = 128
 
@@ -388,7 +401,28 @@ _ANY_NEEDLE = re.compile(
 
 def redact_text(text: str) -> str:
     """Replace substrings that look like well-known credential formats with "[REDACTED:<kind>]"."""
-    if _ANY_NEEDLE.search(text) is not None:
+    text = _redact_formats(text)
+    if ":" in text or "=" in text:
+        text = _redact_assignments(text, _secret_spots(text))
+    return text
+
+
+# Past this length a text is asked for each needle with `in`: on a page, the alternation's search costs ten times that.
+_NEEDLE_LOOP_CHARS = 512
+
+
+def _has_needle(text: str) -> bool:
+    if len(text) <= _NEEDLE_LOOP_CHARS:
+        return _ANY_NEEDLE.search(text) is not None
+    for needle in _LINE_NEEDLES:  # noqa: SIM110 (a loop: a generator's frame per test would cost more than the test)
+        if needle in text:
+            return True
+    return False
+
+
+def _redact_formats(text: str) -> str:
+    """The first passes of `redact_text`: the credential formats, each where its needle is in the text."""
+    if _has_needle(text):
         hits = 0  # bit i: format i has a needle in the text
         for gate, entries in _GATES:
             if gate in text:
@@ -399,20 +433,53 @@ def redact_text(text: str) -> str:
             if hits >> index & 1:
                 replacer = _REPLACERS.get(kind)
                 text = rx.sub(replacer, text) if replacer else rx.sub(_MARKERS[kind], text)
-    if (":" in text or "=" in text) and _holds_secret_term(text):
-        text = _ASSIGNMENT_RE.sub(_replace_assignment, text)
     return text
 
 
-def _holds_secret_term(text: str) -> bool:
-    """Whether a secret term is in `text` once lowered and rid of the separators a key's words may have between them.
-    Plain `in` tests for the fewest terms that every term holds, and `replace` for the separators: on a page of text
-    the alternation regex and `str.translate` took several times as long."""
-    words = text.lower().replace("_", "").replace(".", "").replace("-", "")
-    for term in _TERM_CORES:  # noqa: SIM110 (a loop: a generator's frame per test would cost more than the test)
+def _secret_spots(text: str) -> list[int] | None:
+    """Where a secret term starts in `text`, in order, when each is there whole once the text is lowered; None when one
+    is there only once the separators a key's words may have between them are dropped as well (`tok_en`, `pass-word`).
+    Every assignment's key that holds a secret term holds one of these. Plain `in` and `count` over the fewest terms
+    that every term holds, and `replace` for the separators: on a page of text an alternation regex and
+    `str.translate` took several times as long."""
+    low = text.lower()
+    words = low.replace("_", "").replace(".", "").replace("-", "")
+    spots: list[int] = []
+    for term in _TERM_CORES:
         if term in words:
-            return True
-    return False
+            # No term overlaps itself, so `count` is every occurrence; dropping separators only joins letters.
+            if len(low) != len(text) or low.count(term) != words.count(term):
+                return None
+            at = low.find(term)
+            while at != -1:
+                spots.append(at)
+                at = low.find(term, at + 1)
+    spots.sort()
+    return spots
+
+
+# How far before its separator an assignment's key is read (`_replace_assignment`).
+_KEY_REACH = _MAX_KEY + 8
+
+
+def _redact_assignments(text: str, spots: list[int] | None) -> str:
+    """The assignment pass of `redact_text`, given `_secret_spots(text)`: only an assignment with a secret term within
+    reach before it can be redacted, so only those have their key read (JSON text is an assignment in every key)."""
+    if spots is None:
+        return _ASSIGNMENT_RE.sub(_replace_assignment, text)
+    if not spots:
+        return text
+    ahead = iter(spots)
+    spot = next(ahead)
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal spot
+        start = match.start()
+        while spot < start - _KEY_REACH:
+            spot = next(ahead, len(text))
+        return _replace_assignment(match) if spot < start else match[0]
+
+    return _ASSIGNMENT_RE.sub(replace, text)
 
 
 # Past the characters a caller keeps, how much more `redact_head` reads before the line's end: room for what
@@ -422,18 +489,48 @@ _HEAD_SLACK = 256
 
 def redact_head(text: str, keep: int, window: int | None = None) -> str:
     """`redact_text(text[:window])` (all of `text` when `window` is None) as far as its first `keep` characters go:
-    the redaction of the text up to the first line end past them, when that is longer than `keep`, else the whole
-    one. The first is the start of the second: every format stays within a line but two, and those two keep what
-    precedes the line end as it is (a private key block becomes its marker from its BEGIN line on, with or without
-    its END line; a `Bearer` or `Basic` scheme stays, with the whitespace after it). A preview of a 30 KB file reads a
-    line or two past its 512 bytes instead of 16 KB; a test holds the two ways together."""
+    the redaction of a start of the text that ends where no credential crosses, when that is longer than `keep`, else
+    the whole one. A preview of a 30 KB file, or of 30 KB of JSON on one line, reads a few hundred characters past its
+    512 bytes instead of 16 KB; tests hold the two ways together.
+
+    The start ends at the first line end, or the first `,"` (where JSON text opens its next key), past `keep` and some
+    slack, whichever comes first; its redaction is the start of the whole one when nothing that is redacted crosses
+    that end, with or without what follows:
+    * No format crosses a line end but a private key block (its marker runs to its END line), and a `Bearer` or
+      `Basic` scheme, which keeps the text before the line end as it is. No format takes in a `"`. A text that holds
+      a key block is read whole: a URL's password can run into one, and out past the end through its marker.
+    * An assignment's value crosses neither when it is plain; a quoted one (or a marker) runs to its closing quote.
+      Each place where such a value opens is checked in the start: it must have closed there, as the value of the
+      assignment the pass found there. One still open, or one whose assignment took a plainer value (`token` read as
+      the value where `token "…"` was the scheme and its value), and the whole is read."""
     limit = len(text) if window is None else min(len(text), window)
-    end = text.find("\n", keep + _HEAD_SLACK, limit)
-    if end != -1:
-        done = redact_text(text[:end])
-        if len(done) > keep:
+    start = keep + _HEAD_SLACK
+    if start < limit:
+        done: str | None = None
+        line_end = text.find("\n", start, limit)
+        key_opens = text.find(',"', start, limit if line_end == -1 else line_end)
+        if key_opens != -1:
+            done = _redact_before(text[: key_opens + 1], quotes_close=True)
+        elif line_end != -1:
+            done = _redact_before(text[:line_end], quotes_close=False)
+        if done is not None and len(done) > keep:
             return done
     return redact_text(text[:limit])
+
+
+def _redact_before(head: str, quotes_close: bool) -> str | None:
+    """`redact_text(head)`, or None where what follows `head` in its text could change it (see `redact_head`).
+    `quotes_close`: `head` ends before a `"`, not a line end, so a quoted value may run on past it (a marker's
+    brackets may do so past either)."""
+    if "-----BEGIN" in head:
+        return None
+    head = _redact_formats(head)
+    if ":" in head or "=" in head:
+        spots = _secret_spots(head)
+        if spots != [] and (_QUOTED_VALUE_OPEN if quotes_close else _MARKER_VALUE_OPEN).search(head) is not None:
+            return None
+        head = _redact_assignments(head, spots)
+    return head
 
 
 # ---------------------------------------------------------------------------------------------- structures

@@ -123,6 +123,8 @@ CROSSING = {
     "a key block across the line end": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKC\n-----END RSA PRIVATE KEY-----\n",
     "a key block with no end": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n",
     "a URL password through a marker": "://u:-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----pw@h\n",
+    # A value that is a marker runs to its closing bracket, past the line end: what it holds is not an assignment.
+    "a marker's brackets across the line end": "password=[REDACTED api_key=secretvalue\n] rest\n",
 }
 
 
@@ -137,8 +139,123 @@ def test_a_match_across_the_line_end_it_stops_at_changes_nothing_before_it(case:
     text = first + " " + crossing[:at] + crossing[at:] + "tail line\n" * 50
     whole = redact_text(text)
     head = redact_head(text, keep)
-    assert head == redact_text(text[: text.index("\n")]), "the shortcut is taken: it stops at the crossing's line end"
-    assert whole.startswith(head) and len(head) > keep
+    if "-----BEGIN" in text or "[REDACTED" in text:
+        assert head == whole, "a text with a key block, or a marker's value open at the line end, is read whole"
+    else:
+        assert head == redact_text(text[: text.index("\n")]), (
+            "the shortcut is taken: it stops at the crossing's line end"
+        )
+        assert whole.startswith(head) and len(head) > keep
     assert capture_response(text, keep) == old_response(text, keep)
     args = {"content": text}
     assert capture_arguments(args, keep) == old_arguments(args, keep)
+
+
+def test_a_url_password_that_runs_into_a_key_block_is_redacted_in_the_preview() -> None:
+    # The key block's marker carries the URL's password past the line end to its `@`: the preview must hide it too.
+    keep = 512
+    block = "-----BEGIN RSA PRIVATE KEY-----" + "Q" * 400 + "\nx\n-----END RSA PRIVATE KEY-----"
+    # Placed so that the start up to the line end, redacted, runs just past the preview, the password inside it.
+    text = "w" * (keep - 22) + " ://u:abc" + block + "pw@h\n" + "tail\n" * 50
+    preview = capture_response(text, keep)
+    assert preview == old_response(text, keep)
+    assert preview is not None and "abc" not in preview and "://u:[REDACTED" in preview
+
+
+# JSON on one line: a preview stops at the first `,"` past what it keeps, unless a value is open there.
+def issues_page(count: int) -> str:
+    issue = {
+        "id": 1,
+        "title": "It fails: see the log. It's been like this since v1.2; steps: a, b, c",
+        "user": {"login": "someone", "avatar_url": "https://avatars.example.com/u/1?v=4"},
+        "labels": [{"name": "bug"}],
+        "author_association": "CONTRIBUTOR",
+        "token_count": 12,
+    }
+    return json.dumps([{**issue, "id": n} for n in range(count)], separators=(",", ":"))
+
+
+def test_json_on_one_line_is_redacted_only_as_far_as_its_preview_needs() -> None:
+    text = issues_page(150)
+    assert "\n" not in text and len(text) > 30_000
+    head = redact_head(text, 512, 512 + PREVIEW_MARGIN)
+    assert 512 < len(head) < 1_200, "the preview stops at the first key past its slack"
+    assert redact_text(text[: 512 + PREVIEW_MARGIN]).startswith(head)
+    assert capture_response(text, 512) == old_response(text, 512)
+    secret = issues_page(40).replace('"token_count":12', f'"access_token":"{TOKENS[0]}"', 1)
+    preview = capture_response(secret, 512)
+    assert preview == old_response(secret, 512) and TOKENS[0][:12] not in (preview or "")
+
+
+# Values that are open where a preview of JSON would stop (each placed so that its `,"` is the first past the slack).
+OPEN_AT_THE_CUT = {
+    "a double-quoted secret holding the cut": 'password: "abc,"def" and on',
+    "a single-quoted secret holding it": "password: 'abc,\"def' and on",
+    "a scheme and its quoted token": 'Authorization: token "abc,"def"',
+    "a scheme word read as the value": 'auth: token "abc,"',
+    "an escaped quote before it": 'password: "a\\\\,"b" x',
+    "a marker's brackets around it": 'password=[REDACTED:x,"y] api_key=abcdef',
+    "a JSON value closed by the cut's quote": '{"password":"hunter2-secret-value,"',
+}
+
+
+@pytest.mark.parametrize("case", OPEN_AT_THE_CUT)
+@pytest.mark.parametrize("shrink", [False, True])
+def test_a_value_open_where_the_preview_would_stop_is_read_to_its_end(case: str, shrink: bool) -> None:
+    keep = 512
+    first = (SHRINKING + " ") if shrink else ""
+    open_value = OPEN_AT_THE_CUT[case]
+    first += "w" * max(0, keep + 300 - len(first) - open_value.index(',"'))
+    text = first + " " + open_value + ' x {"k":"v","n":1}' * 20
+    whole = redact_text(text)
+    head = redact_head(text, keep)
+    assert whole.startswith(head) and (head == whole or len(head) > keep)
+    assert capture_response(text, keep) == old_response(text, keep)
+    assert capture_arguments({"content": text}, keep) == old_arguments({"content": text}, keep)
+
+
+ATOMS = [
+    ',"',
+    '"',
+    "'",
+    ":",
+    "=",
+    " ",
+    "\t",
+    "\\",
+    '\\"',
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    "password",
+    "token",
+    "api_key",
+    "Authorization",
+    "Bearer ",
+    "token ",
+    "[REDACTED",
+    "[REDACTED:x]",
+    "abc",
+    "x" * 20,
+    "://u:",
+    "@h",
+    "hunter2",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    *TOKENS,
+]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_text_made_to_catch_the_cut_out_redacts_as_the_whole(seed: int) -> None:
+    rng = random.Random(7000 + seed)
+    for _ in range(150):
+        atoms = rng.choices(ATOMS, k=rng.choice([100, 400, 1_500]))
+        text = "".join(atoms if rng.random() < 0.5 else [a for a in atoms if not a.startswith("-----")])
+        keep = rng.choice([16, 64, 512])
+        window = rng.choice([None, keep + PREVIEW_MARGIN, keep + 300, keep + 700])
+        whole = redact_text(text if window is None else text[:window])
+        head = redact_head(text, keep, window)
+        assert whole.startswith(head), (keep, window)
+        assert head == whole or len(head) > keep

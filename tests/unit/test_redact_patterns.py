@@ -101,4 +101,48 @@ def test_the_gate_before_the_assignment_pass_is_the_alternation_it_replaces() ->
         text = "".join(rng.choice(pieces) + rng.choice(["", "_", "-", ".", " ", "=", ":"]) for _ in range(4))
         text = "".join(c.upper() if rng.random() < 0.2 else c for c in text)
         expected = reference.search(text.lower().translate(separators)) is not None
-        assert redact._holds_secret_term(text) is expected, text
+        spots = redact._secret_spots(text)
+        assert (spots is None or spots != []) is expected, text
+
+
+def test_the_assignment_pattern_finds_what_its_per_character_form_finds() -> None:
+    # Quoted values are read as runs between escapes, each taken whole; the old form took a group per character.
+    value = redact._ASSIGNMENT_RE.pattern.index("(?P<value>")
+    reference = re.compile(
+        redact._ASSIGNMENT_RE.pattern[:value]
+        + r"(?P<value>\[REDACTED[^\]]*\]|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;<>\[\]{}()=?]+)"
+    )
+    assert reference.pattern != redact._ASSIGNMENT_RE.pattern
+    rng = random.Random(11)
+    pieces = ['"', "\\", '\\"', "\\\\", "\n", ":", "=", " ", "\t", "'", "token ", "Bearer ", "[REDACTED", "]", "a", "é"]
+    for _ in range(5000):
+        text = "".join(rng.choices(pieces, k=rng.randint(1, 40)))
+        found = [(m.span(), m.groupdict()) for m in redact._ASSIGNMENT_RE.finditer(text)]
+        assert found == [(m.span(), m.groupdict()) for m in reference.finditer(text)], text
+
+
+def test_a_long_text_is_asked_for_the_needles_the_alternation_finds() -> None:
+    rng = random.Random(12)
+    needles = [n for _, ns, _ in redact._FORMATS for n in ns]
+    for _ in range(2000):
+        text = "".join(rng.choice([*needles, "x" * 40, " ", "-", "_", "@"]) for _ in range(rng.randint(1, 60)))
+        text = text[: rng.randint(0, len(text))]
+        assert redact._has_needle(text) is (redact._ANY_NEEDLE.search(text) is not None), text
+
+
+def test_an_assignment_pass_that_reads_only_keys_near_a_secret_term_redacts_as_reading_every_key() -> None:
+    # Keys at every distance from their separator, split terms, camel humps, and letters whose lowercase is longer.
+    rng = random.Random(13)
+    keys = ["password", "pwd", "api_key", "apiKey", "tok_en", "PASS-word", "author", "token_count", "id"]
+    keys += ["x" * 123 + "token", "token_" + "x" * 122]  # the longest key read, its term at either end
+    gaps = ["", " ", '"', "\t" * 6, " " * 7 + '"', " " * 12]
+    values = ['"hunter2value"', "'hunter2value'", "hunter2value", "[REDACTED:x]", '"a\\"b"', "token abc", ""]
+    filler = ["", " ", ",", "İ" * 12, "\u212a", "é", "{", '","', "\n", "x" * 150]
+    for _ in range(4000):
+        text = "".join(
+            rng.choice(filler) + rng.choice(keys) + rng.choice(gaps) + rng.choice(":=") + rng.choice(values)
+            for _ in range(rng.randint(1, 6))
+        )
+        assert redact._redact_assignments(text, redact._secret_spots(text)) == redact._ASSIGNMENT_RE.sub(
+            redact._replace_assignment, text
+        ), text
