@@ -60,22 +60,58 @@ THROUGH_ARGS: dict[str, Any] = {"name": "probe:read_notes", "args": {"text": "x"
 EXPECTED_TEXT = "read_notes: x"
 
 
-def use_payload(size: int) -> str:
-    """Make every path's call carry `size` bytes of source-like text (`--payload`): the argument, echoed back in the
-    answer's text and its structured content, as a call that reads or writes a file carries one. The text is the same
-    every run (numbered lines of code, no credential in them), so runs compare. Returns the text."""
+PAYLOAD_SHAPES = ("code", "json")
+
+
+def use_payload(size: int, shape: str = "code") -> str:
+    """Make every path's call carry `size` bytes of text (`--payload`): the argument, echoed back in the answer's text
+    and its structured content, as a call that reads or writes a file carries one. `shape` "code": numbered lines of
+    source; "json": one line of JSON, a page of records as a web API answers (`--payload-shape`). The text is the same
+    every run, with no credential in it, so runs compare. Returns the text."""
     global DIRECT_ARGS, THROUGH_ARGS, EXPECTED_TEXT
+    text = _json_page(size) if shape == "json" else _source_lines(size)
+    DIRECT_ARGS = {"text": text}
+    THROUGH_ARGS = {**THROUGH_ARGS, "args": {"text": text}}
+    EXPECTED_TEXT = f"read_notes: {text}"
+    return text
+
+
+def _source_lines(size: int) -> str:
     lines, total, n = [], 0, 0
     while total < size:
         line = f"    result_{n} = transform(items[{n}], path=base / 'part_{n}.txt', retries={n % 7})  # step {n}"
         lines.append(line)
         total += len(line) + 1
         n += 1
-    text = "\n".join(lines)[:size]
-    DIRECT_ARGS = {"text": text}
-    THROUGH_ARGS = {**THROUGH_ARGS, "args": {"text": text}}
-    EXPECTED_TEXT = f"read_notes: {text}"
-    return text
+    return "\n".join(lines)[:size]
+
+
+def _json_page(size: int) -> str:
+    """`size` bytes of compact JSON: issues as a code host's API lists them, the last one's body filling it out."""
+
+    def issue(n: int, body: str) -> dict[str, Any]:
+        return {
+            "id": 4100 + n,
+            "number": n,
+            "title": f"Sync fails on item {n}: it's been retried {n % 5} times",
+            "state": "open" if n % 3 else "closed",
+            "user": {"login": f"dev{n % 17}", "html_url": f"https://example.com/dev{n % 17}", "type": "User"},
+            "labels": [{"name": "bug", "color": "d73a4a"}],
+            "created_at": "2026-11-02T10:00:00Z",
+            "author_association": "CONTRIBUTOR",
+            "body": body,
+        }
+
+    def page(issues: list[dict[str, Any]]) -> str:
+        return json.dumps(issues, separators=(",", ":"))
+
+    body = "Steps: run the sync, wait, see the log; expected: done, got: retry. "
+    issues: list[dict[str, Any]] = []
+    while len(page([*issues, issue(len(issues), body), issue(len(issues) + 1, "")])) <= size:
+        issues.append(issue(len(issues), body))
+    last = issue(len(issues), "")
+    last["body"] = "x" * max(0, size - len(page([*issues, last])))
+    return page([*issues, last])
 
 
 TARGET_RATIO = 2.0  # every mcphost path within 2.0x direct stdio (information only)
@@ -1284,7 +1320,7 @@ def rows_of(targets: list[Target], direct: Target | None) -> list[dict[str, Any]
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
     if opts.payload:
-        use_payload(opts.payload)
+        use_payload(opts.payload, opts.payload_shape)
     started = time.perf_counter()
     host = machine()
     ticks = cpu_ticks()
@@ -1324,6 +1360,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "sdk": opts.sdk,
             "pin_proxy": opts.pin_proxy,
             "payload_bytes": opts.payload,
+            "payload_shape": opts.payload_shape if opts.payload else None,
         },
         "activity_log_tool_calls": logged,
         "fsync": fsync,
@@ -1389,7 +1426,8 @@ def render(report: dict[str, Any]) -> str:
         f"mcphost paths: {m['cpus']} CPUs, {m['implementation']} {m['python']}, {m['platform']}, "
         f"load average {m['load_average_1m']:.2f} at start",
         (
-            f'read call read_notes {{"text": <{s["payload_bytes"]} bytes of source-like text>}}, echoed back,'
+            f'read call read_notes {{"text": <{s["payload_bytes"]} bytes of '
+            f"{'JSON on one line' if s.get('payload_shape') == 'json' else 'source-like text'}>}}, echoed back,"
             if s.get("payload_bytes")
             else 'read call read_notes {"text": "x"}'
         )
@@ -1501,6 +1539,13 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="BYTES",
         help="each call carries this many bytes of source-like text as its argument, echoed in its answer (default: "
         'the one-character `{"text": "x"}`): what a call that reads or writes a file costs each path',
+    )
+    parser.add_argument(
+        "--payload-shape",
+        choices=PAYLOAD_SHAPES,
+        default="code",
+        help='with --payload: "code", numbered lines of source (default), or "json", one line of JSON records as a '
+        "web API answers",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     opts = parser.parse_args(argv)

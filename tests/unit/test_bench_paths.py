@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,6 +64,20 @@ def test_a_payload_is_that_many_bytes_of_the_same_text_in_every_call_and_its_ech
     direct, through, expected = bench_paths.DIRECT_ARGS, bench_paths.THROUGH_ARGS, bench_paths.EXPECTED_TEXT
     assert direct == {"text": text} and through["args"] == {"text": text}
     assert through["intent"] == {"operation_type": "read"} and expected == f"read_notes: {text}"
+
+
+def test_a_json_payload_is_one_line_of_records_of_that_many_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DIRECT_ARGS", "THROUGH_ARGS", "EXPECTED_TEXT"):
+        monkeypatch.setattr(bench_paths, name, getattr(bench_paths, name))
+    for size in (500, 4_000, 30_000, 500_000):
+        text = bench_paths.use_payload(size, "json")
+        assert len(text.encode()) == size and "\n" not in text
+        records = json.loads(text)
+        assert len(records) >= size // 400 and all(record["author_association"] for record in records)
+        assert text == bench_paths.use_payload(size, "json") and redact_text(text) == text
+        assert {"text": text} == bench_paths.DIRECT_ARGS and f"read_notes: {text}" == bench_paths.EXPECTED_TEXT
+    assert parse_cli(["--payload", "100", "--payload-shape", "json"]).payload_shape == "json"
+    assert parse_cli([]).payload_shape == "code"
 
 
 @pytest.mark.parametrize("payload", ["-1", str((1 << 20) + 1)])
