@@ -365,13 +365,18 @@ _REPLACERS: dict[str, Callable[[re.Match[str]], str]] = {
 _MARKERS = {kind: _marker(kind) for kind in [*(kind for kind, _, _ in _FORMATS), "assignment"]}
 
 
+def _secret_key_before(text: str, separator: int) -> bool:
+    """Whether the key an assignment's separator at `separator` has before it names a credential."""
+    key_match = _KEY_BEFORE.match(text[max(0, separator - _MAX_KEY - 8) : separator][::-1])
+    return key_match is not None and _is_secret_by_words(key_match["key"][::-1])
+
+
 def _replace_assignment(match: re.Match[str]) -> str:
     value = match["value"]
     if value.startswith("[REDACTED"):
         return match[0]
     text, start = match.string, match.start()
-    key_match = _KEY_BEFORE.match(text[max(0, start - _MAX_KEY - 8) : start][::-1])
-    if key_match is None or not _is_secret_by_words(key_match["key"][::-1]):
+    if not _secret_key_before(text, start):
         return match[0]
     quote = value[0] if value[0] in "\"'" else ""
     return text[start : match.start("value")] + quote + _MARKERS["assignment"] + quote
@@ -401,38 +406,31 @@ _ANY_NEEDLE = re.compile(
 
 def redact_text(text: str) -> str:
     """Replace substrings that look like well-known credential formats with "[REDACTED:<kind>]"."""
-    text = _redact_formats(text)
+    if _ANY_NEEDLE.search(text) is not None:  # here, not in a call: most texts have none, and every record is many
+        text = _redact_found_formats(text)
     if ":" in text or "=" in text:
-        text = _redact_assignments(text, _secret_spots(text))
+        spots = _secret_spots(text)
+        if spots != []:
+            text = _redact_assignments(text, spots)
     return text
-
-
-# Past this length a text is asked for each needle with `in`: on a page, the alternation's search costs ten times that.
-_NEEDLE_LOOP_CHARS = 512
-
-
-def _has_needle(text: str) -> bool:
-    if len(text) <= _NEEDLE_LOOP_CHARS:
-        return _ANY_NEEDLE.search(text) is not None
-    for needle in _LINE_NEEDLES:  # noqa: SIM110 (a loop: a generator's frame per test would cost more than the test)
-        if needle in text:
-            return True
-    return False
 
 
 def _redact_formats(text: str) -> str:
     """The first passes of `redact_text`: the credential formats, each where its needle is in the text."""
-    if _has_needle(text):
-        hits = 0  # bit i: format i has a needle in the text
-        for gate, entries in _GATES:
-            if gate in text:
-                for needle, index in entries:
-                    if needle in text:
-                        hits |= 1 << index
-        for index, (kind, _, rx) in enumerate(_FORMATS):
-            if hits >> index & 1:
-                replacer = _REPLACERS.get(kind)
-                text = rx.sub(replacer, text) if replacer else rx.sub(_MARKERS[kind], text)
+    return _redact_found_formats(text) if _ANY_NEEDLE.search(text) is not None else text
+
+
+def _redact_found_formats(text: str) -> str:
+    hits = 0  # bit i: format i has a needle in the text
+    for gate, entries in _GATES:
+        if gate in text:
+            for needle, index in entries:
+                if needle in text:
+                    hits |= 1 << index
+    for index, (kind, _, rx) in enumerate(_FORMATS):
+        if hits >> index & 1:
+            replacer = _REPLACERS.get(kind)
+            text = rx.sub(replacer, text) if replacer else rx.sub(_MARKERS[kind], text)
     return text
 
 
@@ -458,28 +456,37 @@ def _secret_spots(text: str) -> list[int] | None:
     return spots
 
 
-# How far before its separator an assignment's key is read (`_replace_assignment`).
-_KEY_REACH = _MAX_KEY + 8
+# From a spot to the end of its run of key characters, then what `_KEY_BEFORE` reads backwards, to the separator.
+_KEY_TO_SEPARATOR = re.compile(r"[A-Za-z0-9_.\-]*[\"']?[ \t]*[:=]")
+
+
+def _secret_separators(text: str, spots: list[int]) -> set[int]:
+    """The separators in `text` whose key names a credential, given `_secret_spots(text)` (not None): a secret key
+    holds a term whole, so it ends where the run of key characters around one of those spots ends, and its separator
+    follows; each is read there as `_replace_assignment` reads it."""
+    found: set[int] = set()
+    for spot in spots:
+        after = _KEY_TO_SEPARATOR.match(text, spot)
+        if after is not None:
+            separator = after.end() - 1
+            if separator not in found and _secret_key_before(text, separator):
+                found.add(separator)
+    return found
 
 
 def _redact_assignments(text: str, spots: list[int] | None) -> str:
-    """The assignment pass of `redact_text`, given `_secret_spots(text)`: only an assignment with a secret term within
-    reach before it can be redacted, so only those have their key read (JSON text is an assignment in every key)."""
-    if spots is None:
+    """The assignment pass of `redact_text`, given `_secret_spots(text)`: only the assignments whose keys name a
+    credential are looked at, where JSON text has an assignment in every key."""
+    return _redact_keys(text, None if spots is None else _secret_separators(text, spots))
+
+
+def _redact_keys(text: str, secret: set[int] | None) -> str:
+    """The assignment pass over the separators in `secret` (every one, when it is None)."""
+    if secret is None:
         return _ASSIGNMENT_RE.sub(_replace_assignment, text)
-    if not spots:
+    if not secret:
         return text
-    ahead = iter(spots)
-    spot = next(ahead)
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal spot
-        start = match.start()
-        while spot < start - _KEY_REACH:
-            spot = next(ahead, len(text))
-        return _replace_assignment(match) if spot < start else match[0]
-
-    return _ASSIGNMENT_RE.sub(replace, text)
+    return _ASSIGNMENT_RE.sub(lambda match: _replace_assignment(match) if match.start() in secret else match[0], text)
 
 
 # Past the characters a caller keeps, how much more `redact_head` reads before the line's end: room for what
@@ -527,9 +534,13 @@ def _redact_before(head: str, quotes_close: bool) -> str | None:
     head = _redact_formats(head)
     if ":" in head or "=" in head:
         spots = _secret_spots(head)
-        if spots != [] and (_QUOTED_VALUE_OPEN if quotes_close else _MARKER_VALUE_OPEN).search(head) is not None:
-            return None
-        head = _redact_assignments(head, spots)
+        secret = None if spots is None else _secret_separators(head, spots)
+        # With no key there that names a credential, no assignment that starts in `head` is redacted, however far it
+        # runs past it.
+        if secret is None or secret:
+            if (_QUOTED_VALUE_OPEN if quotes_close else _MARKER_VALUE_OPEN).search(head) is not None:
+                return None
+            head = _redact_keys(head, secret)
     return head
 
 
