@@ -204,6 +204,7 @@ class CallRecord:
 
     __slots__ = (
         "_decided",
+        "_scrubbed_early",
         "annotations",
         "arguments",
         "arguments_preview",
@@ -254,12 +255,23 @@ class CallRecord:
         self.started_id: str | None = None
         self.forwarded: bool | None = None
         self._decided: tuple[Decision, dict[str, Any]] | None = None  # `decision` and its dump, made by `settle`
+        # The arguments' fields as they are and as the line's scrub makes them, made by `settle`.
+        self._scrubbed_early: dict[str, tuple[Any, Any]] | None = None
 
     def settle(self) -> None:
-        """Make now the part of the line that is settled before the call is forwarded (the decision's dump), so
-        that the call need not make it once its answer is in."""
+        """Make now the part of the line that is settled before the call is forwarded (the decision's dump, the
+        arguments as the line's scrub makes them), so that the call need not make it once its answer is in: a call
+        that carries a file would otherwise scrub its arguments' preview between its answer and its result."""
         if self.decision is not None:
             self._decided = (self.decision, self.decision.model_dump(mode="json", exclude_none=True))
+        try:
+            self._scrubbed_early = {
+                name: (value, scrub(value))
+                for name in ("arguments", "arguments_preview")
+                if (value := getattr(self, name)) is not None
+            }
+        except (RecursionError, ValueError, TypeError):
+            self._scrubbed_early = None  # the line's own scrub meets it again, and says so in the record
 
     def copy(self) -> CallRecord:
         """Another record of the same call (its start); what the two share is never changed in place."""
@@ -267,7 +279,7 @@ class CallRecord:
         for name in CallRecord.__slots__:
             setattr(twin, name, getattr(self, name))
         twin.warnings = list(self.warnings)
-        twin._decided = None  # each record's line its own dicts
+        twin._decided = twin._scrubbed_early = None  # each record's line its own dicts
         return twin
 
     def as_dict(self) -> dict[str, Any]:
@@ -309,7 +321,7 @@ class CallRecord:
         if line and left_alone(outsiders):
             return line + b"\n", lambda: payload
         try:
-            safe = _scrubbed(payload)
+            safe = _scrubbed(payload, self._scrubbed_early)
             text = _line(safe)
         except (RecursionError, ValueError, TypeError) as exc:
             kept = {key: value for key, value in payload.items() if key not in ("arguments", "details")}
@@ -343,8 +355,18 @@ _OUTSIDERS = tuple(
 )
 
 
-def _scrubbed(dump: dict[str, Any]) -> dict[str, Any]:
-    return {key: value if key in _OWN_FIELDS else scrub(value) for key, value in dump.items()}
+def _scrubbed(dump: dict[str, Any], early: dict[str, tuple[Any, Any]] | None = None) -> dict[str, Any]:
+    """`dump` scrubbed but mcphost's own fields; a field scrubbed `early` is taken as it was, if it is still the
+    same object (scrubbing is a pure function of the value)."""
+    out: dict[str, Any] = {}
+    for key, value in dump.items():
+        if key in _OWN_FIELDS:
+            out[key] = value
+        elif early is not None and (known := early.get(key)) is not None and known[0] is value:
+            out[key] = known[1]
+        else:
+            out[key] = scrub(value)
+    return out
 
 
 def _not_recordable(payload: dict[str, Any], exc: BaseException) -> tuple[dict[str, Any], str]:

@@ -751,12 +751,26 @@ def test_a_secret_in_any_one_field_of_a_calls_record_is_redacted(field: str) -> 
     assert secret not in line and "[REDACTED" in line
 
 
-def test_a_calls_record_too_deep_to_write_keeps_what_it_can_and_says_why() -> None:
+def test_a_settled_record_whose_arguments_changed_scrubs_the_new_ones() -> None:
+    # The arguments are scrubbed while the upstream works; a preview set after that is scrubbed when written.
+    secret = FAKES["github_fine_grained"]()
+    call, _ = _call_records({"server": "probe", "arguments": {"note": "a\nb"}, "arguments_preview": "plain\ntext"})
+    call.settle()
+    call.arguments_preview = f"see\n{secret}"
+    call.arguments = {"note": f"see\n{secret}"}
+    line = call.encode_line()[0].decode()
+    assert secret not in line and line.count("[REDACTED") == 2
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_calls_record_too_deep_to_write_keeps_what_it_can_and_says_why(settled: bool) -> None:
     deep: Any = "x"
     for _ in range(1200):
         deep = [deep]
     call, _ = _call_records({"server": "probe", "tool": "t", "arguments": {"x": deep}, "status": "error"})
     call.intent = {"operation_type": "read"}
+    if settled:
+        call.settle()  # what cannot be scrubbed early is left to the line's own scrub, which says so
     line, safe_dict = call.encode_line()
     written = json.loads(line)
     assert "arguments" not in written
