@@ -40,6 +40,15 @@ def may_hold_wide_int(data: bytes) -> bool:
     return _LONG_DIGITS in data.translate(_DIGITS)
 
 
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[{")
+
+
+def opening_brackets(data: bytes) -> int:
+    """How many `[` and `{` are in `data`, a bound on how deep its JSON nests: one pass that keeps only them, half what
+    two `count`s take."""
+    return len(data.translate(None, _NOT_BRACKETS))
+
+
 def loads_exact(data: bytes) -> Any:
     """`data`'s JSON with every digit kept: orjson reads it, unless it may hold an integer orjson would round or holds
     what orjson refuses (NaN, a lone surrogate's escape); then Python's parser. Raises ValueError (or RecursionError)

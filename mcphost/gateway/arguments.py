@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from mcphost.activity.reader import opening_brackets
 from mcphost.activity.redact import valid_text
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import FLAT_INTENT_KEYS, ToolVariant
@@ -30,7 +31,7 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments") -> N
         encoded = orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, too deep, an integer past 64 bits, a non-str key
         encoded = None
-    if encoded is not None and encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH:
+    if encoded is not None and opening_brackets(encoded) <= MAX_DEPTH:
         return
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:

@@ -38,7 +38,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from mcphost.activity.reader import may_hold_wide_int
+from mcphost.activity.reader import may_hold_wide_int, opening_brackets
 from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, is_pipe_or_socket, pipe_streams
 
 logger = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def shortcut_message(data: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(message, dict):
         return None
-    if data.count(b"[") + data.count(b"{") >= PARSER_DEPTH and nests_deeper(message, PARSER_DEPTH):
+    if opening_brackets(data) >= PARSER_DEPTH and nests_deeper(message, PARSER_DEPTH):
         return None
     return message
 

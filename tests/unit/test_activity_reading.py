@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,14 @@ from mcphost.activity.query import (
     select,
     summarize,
 )
-from mcphost.activity.reader import BLOCK, Follower, may_hold_wide_int, records_newest_first, tail
+from mcphost.activity.reader import (
+    BLOCK,
+    Follower,
+    may_hold_wide_int,
+    opening_brackets,
+    records_newest_first,
+    tail,
+)
 from mcphost.activity.record import ActivityRecord, new_record_id
 
 
@@ -355,6 +363,13 @@ def test_a_follower_whose_file_retention_deleted_goes_on_with_the_oldest_file_le
 )
 def test_a_line_that_may_hold_an_integer_past_64_bits_is_told_apart(text: bytes, wide: bool) -> None:
     assert may_hold_wide_int(text) is wide
+
+
+def test_the_brackets_that_bound_a_texts_nesting_are_counted_as_count_counts_them() -> None:
+    rng = random.Random(5)
+    for _ in range(500):
+        data = bytes(rng.choice(b'[]{}"x\\\x00\xff') for _ in range(rng.randint(0, 300)))
+        assert opening_brackets(data) == data.count(b"[") + data.count(b"{")
 
 
 def test_what_the_look_guards_against_is_real() -> None:
