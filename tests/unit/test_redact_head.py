@@ -259,3 +259,44 @@ def test_text_made_to_catch_the_cut_out_redacts_as_the_whole(seed: int) -> None:
         head = redact_head(text, keep, window)
         assert whole.startswith(head), (keep, window)
         assert head == whole or len(head) > keep
+
+
+def json_document(rng: random.Random, size: int) -> str:
+    """One line of compact JSON: records whose keys name credentials or not, whose values hold tokens, quotes,
+    escapes, assignments and `,"` inside strings."""
+    keys = ["id", "title", "password", "api_key", "token", "author", "note", "body", "access_token", "url", "count"]
+    texts = [
+        *TOKENS,
+        'say "hi", then',
+        'a,"b',
+        "it's: 'x",
+        "password: hunter2value",
+        'token "abc,"def"',
+        "a\\b\nc",
+        "Bearer " + TOKENS[0],
+        "plain words",
+        "",
+    ]
+    records: list[Any] = []
+    while len(json.dumps(records, separators=(",", ":"))) < size:
+        record: dict[str, Any] = {}
+        for _ in range(rng.randint(1, 6)):
+            record[rng.choice(keys)] = rng.choice(
+                [rng.choice(texts), rng.randint(0, 10**6), None, [rng.choice(texts)], {"k": rng.choice(texts)}]
+            )
+        records.append(record)
+    return json.dumps(records, separators=(",", ":"), ensure_ascii=rng.random() < 0.5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_json_on_one_line_is_previewed_as_redacting_the_whole_would(seed: int) -> None:
+    rng = random.Random(9000 + seed)
+    taken = 0
+    for _ in range(60):
+        text = json_document(rng, rng.choice([1_000, 6_000, 20_000]))
+        max_bytes = rng.choice([64, 512, 4096])
+        assert capture_response(text, max_bytes) == old_response(text, max_bytes)
+        args = {"query": text, "page": 2}
+        assert capture_arguments(args, max_bytes) == old_arguments(args, max_bytes)
+        taken += len(redact_head(text, max_bytes, max_bytes + PREVIEW_MARGIN)) < len(text[: max_bytes + PREVIEW_MARGIN])
+    assert taken > 10, "the preview stops early on JSON often enough for the comparison to test that"
