@@ -297,18 +297,16 @@ _ASSIGNMENT_RE = re.compile(
     # A quoted value is read as runs of plain characters between escapes, each run taken whole (`*+`): the same strings
     # as `"(?:[^"\\\n]|\\.)*"` (a backslash always takes the character after it, so a text has one reading), without a
     # turn of the group per character, nor a walk back over the runs when the quote does not close (a cut preview of
-    # JSON text is one long open string), which made this pass two to three times as slow on JSON text.
-    r"(?P<value>\[REDACTED[^\]]*+\]|\"[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\"|'[^'\n]*+'|[^\s\"'&,;<>\[\]{}()=?]+)"
+    # JSON text is one long open string), which made this pass two to three times as slow on JSON text. A marker is
+    # taken as a value only as redaction writes one: `[REDACTED` and anything up to a `]` made every separator of a
+    # line of `=[REDACTED ` read on to its end, a time that grows with the square of the line (1 MB: minutes).
+    r"(?P<value>\[REDACTED(?::[a-z_]+)?\]|\"[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\"|'[^'\n]*+'|[^\s\"'&,;<>\[\]{}()=?]+)"
 )
-# An assignment whose value opens with a quote (or a marker's bracket) and does not close it in the text: with more text
-# after it, the value could close there, and the assignment take it in (see `redact_head`).
+# An assignment whose value opens with a quote and does not close it in the text: with more text after it, the value
+# could close there, and the assignment take it in (see `redact_head`).
 _QUOTED_VALUE_OPEN = re.compile(
-    r"[:=][ \t]*(?:(?i:bearer|basic|token)[ \t]+)?"
-    r"(?:\"(?![^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\")|'(?![^'\n]*+')|\[REDACTED(?![^\]]*+\]))"
+    r"[:=][ \t]*(?:(?i:bearer|basic|token)[ \t]+)?(?:\"(?![^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\")|'(?![^'\n]*+'))"
 )
-_MARKER_VALUE_OPEN = re.compile(
-    r"[:=][ \t]*(?:(?i:bearer|basic|token)[ \t]+)?\[REDACTED(?![^\]]*+\])"
-)  # past lines too
 _KEY_BEFORE = re.compile(r"[ \t]*[\"']?(?P<key>[A-Za-z0-9_.\-]{1,128})")
 _MAX_KEY = 128
 
@@ -430,8 +428,40 @@ def _redact_found_formats(text: str) -> str:
     for index, (kind, _, rx) in enumerate(_FORMATS):
         if hits >> index & 1:
             replacer = _REPLACERS.get(kind)
-            text = rx.sub(replacer, text) if replacer else rx.sub(_MARKERS[kind], text)
+            if replacer is not None:
+                text = rx.sub(replacer, text)
+            elif kind == "jwt":
+                text = _sub_jwts(rx, text)
+            else:
+                text = rx.sub(_MARKERS[kind], text)
     return text
+
+
+_PAST_B64URL_RUN = re.compile(f"[^{_B64URL}]")
+_WORD_CHAR = re.compile(r"\w")
+
+
+def _sub_jwts(rx: re.Pattern[str], text: str) -> str:
+    """`rx.sub` with the jwt marker, in time that grows with the text, not its square. A jwt's first part runs to the
+    end of a run of base64url characters and needs a `.` there: where one `eyJ` that may start a jwt fails, every
+    later one in the same run fails for the same reason, and `sub` would try each, reading on to the run's end every
+    time (a line of `-eyJ` repeated: a 1 MB one took minutes). Those are skipped here; a test holds this to `sub`."""
+    parts: list[str] = []
+    done = skip = 0
+    at = text.find("eyJ")
+    while at != -1:
+        match = rx.match(text, at)
+        if match is not None:
+            parts += (text[done:at], _MARKERS["jwt"])
+            done = skip = match.end()
+        elif at == 0 or _WORD_CHAR.match(text, at - 1) is None:  # it could start one: its run cannot
+            run_end = _PAST_B64URL_RUN.search(text, at + 3)
+            skip = len(text) if run_end is None else run_end.start()
+        at = text.find("eyJ", max(at + 1, skip))
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 def _secret_spots(text: str) -> list[int] | None:
@@ -506,10 +536,10 @@ def redact_head(text: str, keep: int, window: int | None = None) -> str:
     * No format crosses a line end but a private key block (its marker runs to its END line), and a `Bearer` or
       `Basic` scheme, which keeps the text before the line end as it is. No format takes in a `"`. A text that holds
       a key block is read whole: a URL's password can run into one, and out past the end through its marker.
-    * An assignment's value crosses neither when it is plain; a quoted one (or a marker) runs to its closing quote.
-      Each place where such a value opens is checked in the start: it must have closed there, as the value of the
-      assignment the pass found there. One still open, or one whose assignment took a plainer value (`token` read as
-      the value where `token "…"` was the scheme and its value), and the whole is read."""
+    * An assignment's value crosses neither when it is plain or a marker; a quoted one runs to its closing quote, and
+      at a `,"` every quoted value that opens in the start must close there, or the whole is read (which also keeps
+      `token "…` from being read as a plain `token` where the whole reads a scheme and its value). With no key in the
+      start that names a credential, nothing in it is an assignment's to redact, open or not."""
     limit = len(text) if window is None else min(len(text), window)
     start = keep + _HEAD_SLACK
     if start < limit:
@@ -527,8 +557,7 @@ def redact_head(text: str, keep: int, window: int | None = None) -> str:
 
 def _redact_before(head: str, quotes_close: bool) -> str | None:
     """`redact_text(head)`, or None where what follows `head` in its text could change it (see `redact_head`).
-    `quotes_close`: `head` ends before a `"`, not a line end, so a quoted value may run on past it (a marker's
-    brackets may do so past either)."""
+    `quotes_close`: `head` ends before a `"`, not a line end, so a quoted value may run on past it."""
     if "-----BEGIN" in head:
         return None
     head = _redact_formats(head)
@@ -537,10 +566,9 @@ def _redact_before(head: str, quotes_close: bool) -> str | None:
         secret = None if spots is None else _secret_separators(head, spots)
         # With no key there that names a credential, no assignment that starts in `head` is redacted, however far it
         # runs past it.
-        if secret is None or secret:
-            if (_QUOTED_VALUE_OPEN if quotes_close else _MARKER_VALUE_OPEN).search(head) is not None:
-                return None
-            head = _redact_keys(head, secret)
+        if quotes_close and (secret is None or secret) and _QUOTED_VALUE_OPEN.search(head) is not None:
+            return None
+        head = _redact_keys(head, secret)
     return head
 
 

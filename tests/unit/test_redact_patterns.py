@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -110,7 +113,7 @@ def test_the_assignment_pattern_finds_what_its_per_character_form_finds() -> Non
     value = redact._ASSIGNMENT_RE.pattern.index("(?P<value>")
     reference = re.compile(
         redact._ASSIGNMENT_RE.pattern[:value]
-        + r"(?P<value>\[REDACTED[^\]]*\]|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;<>\[\]{}()=?]+)"
+        + r"(?P<value>\[REDACTED(?::[a-z_]+)?\]|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'&,;<>\[\]{}()=?]+)"
     )
     assert reference.pattern != redact._ASSIGNMENT_RE.pattern
     rng = random.Random(11)
@@ -137,3 +140,45 @@ def test_an_assignment_pass_that_reads_only_keys_near_a_secret_term_redacts_as_r
         assert redact._redact_assignments(text, redact._secret_spots(text)) == redact._ASSIGNMENT_RE.sub(
             redact._replace_assignment, text
         ), text
+
+
+def test_a_marker_is_a_value_only_as_redaction_writes_one() -> None:
+    # A marker already written is left as it is; text that only opens like one hides no assignment behind it.
+    for text in ["password=[REDACTED]", "token: [REDACTED:github]", "Authorization: Bearer [REDACTED:bearer]"]:
+        assert redact.redact_text(text) == text
+    assert redact.redact_text("note=[REDACTED api_key=hunter2value]") == "note=[REDACTED api_key=[REDACTED:assignment]]"
+
+
+def test_a_line_of_separators_before_what_looks_like_markers_is_redacted_in_linear_time() -> None:
+    # Each `=[REDACTED ` once read on to the line's only `]`: 2 MB of them took minutes. A hang detector, not a
+    # timing: the same work, linear, takes a fraction of a second; run apart so that a hang can be stopped.
+    script = (
+        "from mcphost.activity.redact import redact_head, redact_text, scrub\n"
+        "line = 'password=x ' + '=[REDACTED ' * 300_000\n"
+        "assert redact_text(line).startswith('password=[REDACTED:assignment] ')\n"
+        "assert redact_text(line + ']').startswith('password=[REDACTED:assignment] ')\n"
+        "redact_head(line + '],\"k\":1', 64)\n"
+        "scrub({'note': line})\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
+
+
+def test_jwts_are_replaced_as_the_patterns_own_sub_replaces_them() -> None:
+    # The jwt pass skips the `eyJ`s that would fail for the reason the one before them in their run failed.
+    rx = next(pattern for kind, _, pattern in redact._FORMATS if kind == "jwt")
+    rng = random.Random(14)
+    pieces = ["eyJ", "-", ".", "_", "a", "Z9", "x" * 8, " ", "é", "\n", "eyJhbGciOi", ".c2ln", "٣"]
+    for _ in range(20_000):
+        text = "".join(rng.choices(pieces, k=rng.randint(1, 30)))
+        assert redact._sub_jwts(rx, text) == rx.sub("[REDACTED:jwt]", text), text
+
+
+def test_a_line_of_jwt_starts_is_redacted_in_linear_time() -> None:
+    # `-eyJ` repeated: each one may start a jwt and `sub` read each on to the run's end (a 1 MB line: minutes).
+    script = (
+        "from mcphost.activity.redact import redact_text\n"
+        "token = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl'\n"
+        "assert redact_text('-eyJ' * 300_000 + ' ' + token).endswith(' [REDACTED:jwt]')\n"
+        "assert redact_text('sk-proj-eyJ' * 100_000).startswith('[REDACTED:openai]')\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
