@@ -190,8 +190,16 @@ def _normalize(key: str) -> str:
     return key.lower().replace("-", "").replace("_", "")
 
 
-@lru_cache(maxsize=4096)
+# Keys repeat from call to call; the verdicts on short ones are kept (a long key, which no tool's schema has, is
+# judged afresh: the memo must not keep thousands of an agent's megabyte keys alive).
+_KEY_MEMO_MAX_CHARS = 256
+
+
 def _is_secret_by_words(key: str) -> bool:
+    return _judged_key(key) if len(key) <= _KEY_MEMO_MAX_CHARS else _judge_key(key)
+
+
+def _judge_key(key: str) -> bool:
     words = _words(key)
     last_end = -1
     for i, word in enumerate(words):
@@ -202,6 +210,9 @@ def _is_secret_by_words(key: str) -> bool:
     if last_end < 0 or words[0] in _LEADING_QUALIFIERS:
         return False
     return not any(word in _QUALIFIERS for word in words[last_end + 1 :])
+
+
+_judged_key = lru_cache(maxsize=4096)(_judge_key)
 
 
 def _is_secret(key: str, extra: frozenset[str]) -> bool:

@@ -182,3 +182,15 @@ def test_a_line_of_jwt_starts_is_redacted_in_linear_time() -> None:
         "assert redact_text('sk-proj-eyJ' * 100_000).startswith('[REDACTED:openai]')\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
+
+
+def test_long_keys_are_judged_without_being_kept() -> None:
+    # An agent's megabyte-long keys would otherwise stay alive in the memo, four thousand of them.
+    redact._judged_key.cache_clear()
+    for n in range(50):
+        key = "x" * 300 + f"{n}_access_token"
+        assert redact.redact({key: "hunter2value"}) == {key: redact.REDACTED}
+        assert redact.redact({"x" * 300 + f"{n}_note": "v"}) == {"x" * 300 + f"{n}_note": "v"}
+    assert redact._judged_key.cache_info().currsize == 0
+    assert redact.redact({"api_key": "v"}) == {"api_key": redact.REDACTED}
+    assert redact._judged_key.cache_info().currsize == 1
