@@ -308,7 +308,8 @@ BUILTIN_DESTRUCTIVE_COMMANDS: dict[str, str] = {
     "FLUSHALL": r"(?i)\b(flushall|flushdb)\b",
     "kubectl delete": r"\b(kubectl|oc)\s+delete\b",
     "docker rm": r"\bdocker\s+(rm|rmi|(system|volume|container|image|network|builder)\s+(prune|rm))\b",
-    "terraform destroy": r"\bterraform\s+(destroy\b|apply\b[^\n;|&]*-destroy)",
+    "terraform destroy": r"\bterraform\s+destroy\b",
+    "terraform apply -destroy": r"\bterraform\s+apply\b[^\n;|&]*-destroy",
     "cloud delete": r"\b(helm\s+(uninstall|delete)|gh\s+(repo|release)\s+delete|aws\s+s3\s+(rm|rb)"
     r"|gsutil\s+(rm|rb))\b",
     "Remove-Item": r"(?i)\b(remove-item|format-volume|clear-disk|clear-content)\b|(?i:\b(rd|rmdir|del|erase)\s+/[sqf])",
@@ -358,18 +359,92 @@ class AgentToolTable:
             return BUILTIN_AGENT_TOOLS[name], "built-in table"
         return None, ""
 
-    def compiled(self) -> tuple[list[tuple[str, re.Pattern[str]]], list[tuple[str, re.Pattern[str]]]]:
+    def compiled(self) -> tuple[list[tuple[str, CommandPattern]], list[tuple[str, re.Pattern[str]]]]:
         return _compile(self.destructive_commands, self.read_commands, self.builtin)
 
 
 @functools.lru_cache(maxsize=16)
 def _compile(
     destructive: tuple[str, ...], read: tuple[str, ...], builtin: bool
-) -> tuple[list[tuple[str, re.Pattern[str]]], list[tuple[str, re.Pattern[str]]]]:
-    mine = [(repr(p), re.compile(p)) for p in destructive]
+) -> tuple[list[tuple[str, CommandPattern]], list[tuple[str, re.Pattern[str]]]]:
+    mine = [(repr(p), CommandPattern(re.compile(p))) for p in destructive]
     if builtin:
-        mine += [(name, re.compile(p)) for name, p in BUILTIN_DESTRUCTIVE_COMMANDS.items()]
+        mine += [(name, CommandPattern.of(p)) for name, p in BUILTIN_DESTRUCTIVE_COMMANDS.items()]
     return mine, [(repr(p), re.compile(p)) for p in (*read, *(BUILTIN_READ_COMMANDS if builtin else ()))]
+
+
+_GAP = r"[^\n;|&]*"  # the rest of a command, up to the next newline, `;`, `|` or `&`
+_PAST_GAP = re.compile(r"[\n;|&]")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandPattern:
+    """A destructive-command pattern, searched for in a command. One shaped as a command word, then the rest of its
+    command (`_GAP`), then a flag (`git reset ... --hard`), or as a word with no flag in the rest of its command
+    (`git restore`, not `--staged`), is searched in time that grows with the command: `search` tries every place the
+    word is and reads the rest of its command each time, so a line of `git reset ` repeated took minutes a megabyte,
+    on the daemon's loop. Where the pattern fails at one place, it fails at every later one whose word ends before
+    what made it fail (the rest of its command, or the flag found in it): those are skipped. A test holds each to
+    `search`."""
+
+    pattern: re.Pattern[str]
+    word: re.Pattern[str] | None = None  # what the pattern opens with, when it is so shaped
+    unless: re.Pattern[str] | None = None  # the flag that must not follow, for the second shape
+
+    @classmethod
+    def of(cls, source: str) -> CommandPattern:
+        pattern = re.compile(source)
+        head, gap, rest = source.partition(_GAP)
+        if gap and head.endswith("(?!") and rest.endswith(")"):
+            word, flag = head.removesuffix("(?!"), rest.removesuffix(")")
+            if _balanced(word) and _balanced(flag):
+                return cls(pattern, re.compile(word), re.compile(flag))
+        elif gap and _balanced(head) and _balanced(rest):
+            return cls(pattern, re.compile(head))
+        return cls(pattern)
+
+    def search(self, command: str) -> bool:
+        word = self.word
+        if word is None:
+            return self.pattern.search(command) is not None
+        failed_until = -1  # where what made the last place fail ends
+        for found in word.finditer(command):
+            if found.end() <= failed_until:
+                continue
+            past = _PAST_GAP.search(command, found.end())
+            end = len(command) if past is None else past.start()
+            if self.unless is None:
+                if self.pattern.match(command, found.start()) is not None:
+                    return True
+                failed_until = end
+            else:
+                flag = self.unless.search(command, found.end(), end)
+                if flag is None:
+                    if self.pattern.match(command, found.start()) is not None:
+                        return True
+                else:
+                    failed_until = flag.start()
+        return False
+
+
+def _balanced(regex: str) -> bool:
+    """Whether `regex` closes every group it opens and is no alternation at its top (escapes and sets aside): the
+    part of a pattern before or after its gap, for the pattern to be that part, the gap, then the rest."""
+    depth = 0
+    for char in _REGEX_SETS.sub("", _REGEX_ESCAPES.sub("", regex)):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif char == "|" and depth == 0:
+            return False
+    return depth == 0
+
+
+_REGEX_ESCAPES = re.compile(r"\\.")
+_REGEX_SETS = re.compile(r"\[[^\]]*\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,8 +510,8 @@ def shell_command_class(command: str, table: AgentToolTable) -> AgentToolClass:
             return AgentToolClass(OperationType.DESTRUCTIVE, f"the command matches the destructive pattern {pattern}")
     stripped = command.strip()
     if stripped and not _SHELL_OPERATORS.search(stripped):
-        for _name, compiled in read:
-            if compiled.fullmatch(stripped):
+        for _name, only_reads in read:
+            if only_reads.fullmatch(stripped):
                 return AgentToolClass(OperationType.READ, "a command that only reads")
     return AgentToolClass(OperationType.WRITE, "a shell command: write unless it only reads or it destroys")
 

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mcphost.intent import (
+    BUILTIN_DESTRUCTIVE_COMMANDS,
     AgentToolTable,
+    CommandPattern,
     OperationType,
     classify_agent_tool,
     mcp_tool_name,
@@ -56,6 +64,10 @@ TABLE = AgentToolTable()
         ("kubectl delete pod web-1", D),
         ("docker system prune -af", D),
         ("terraform destroy", D),
+        ("terraform apply -auto-approve -destroy", D),
+        ("terraform apply -auto-approve", W),
+        ("git restore src/app.py", D),
+        ("git restore --staged src/app.py", W),
         ("Remove-Item -Recurse -Force build", D),
         ("rd /s /q build", D),
     ],
@@ -130,3 +142,87 @@ def test_mcp_tool_names_of_every_agent_are_split_into_server_and_tool() -> None:
     assert mcp_tool_name("mcp_my_server_list", ["My Server", "my"]) == ("My Server", "list")
     assert mcp_tool_name("mcp_github_create_issue") is None
     assert mcp_tool_name("Bash") is None
+
+
+def test_a_destructive_pattern_finds_what_its_regular_expressions_search_finds() -> None:
+    # Shaped patterns skip the places that would fail for the reason an earlier one in the same command failed.
+    patterns = [(CommandPattern.of(source), re.compile(source)) for source in BUILTIN_DESTRUCTIVE_COMMANDS.values()]
+    assert sum(1 for pattern, _ in patterns if pattern.word is not None) >= 9
+    pieces = [
+        "git",
+        " ",
+        "\t",
+        "\n",
+        ";",
+        "|",
+        "&",
+        "reset",
+        "checkout",
+        "push",
+        "restore",
+        "branch",
+        "clean",
+        "x",
+        "--hard",
+        "--staged",
+        "-f",
+        "--force",
+        "--",
+        "-D",
+        "+m",
+        ":m",
+        "terraform",
+        "apply",
+        "-destroy",
+        "find",
+        "-delete",
+        "-exec rm",
+        "dd",
+        "of=",
+        "-",
+        ".",
+        "=",
+        "git reset ",
+        "git restore ",
+        "terraform apply ",
+    ]
+    rng = random.Random(21)
+    for _ in range(6_000):
+        command = "".join(rng.choices(pieces, k=rng.randint(1, 24)))
+        for pattern, plain in patterns:
+            assert pattern.search(command) is (plain.search(command) is not None), (plain.pattern, command)
+
+
+@pytest.mark.parametrize(
+    ("source", "word", "unless"),
+    [
+        (r"a[^\n;|&]*(b|c)", r"a", None),
+        (r"a(?![^\n;|&]*--x)", r"a", r"--x"),
+        (r"a|b[^\n;|&]*c", None, None),  # an alternation: not a word then a gap
+        (r"ab[^\n;|&]*c|d", None, None),
+        (r"(a[^\n;|&]*b)", None, None),  # the gap inside a group
+        (r"a(?![^\n;|&]*--x)y", None, None),  # something after the lookahead
+        (r"\(a[^\n;|&]*b", r"\(a", None),  # an escaped bracket is no group
+    ],
+)
+def test_only_a_pattern_that_is_a_word_then_the_rest_of_its_command_is_searched_by_words(
+    source: str, word: str | None, unless: str | None
+) -> None:
+    pattern = CommandPattern.of(source)
+    assert (pattern.word.pattern if pattern.word else None, pattern.unless.pattern if pattern.unless else None) == (
+        word,
+        unless,
+    )
+
+
+def test_a_megabyte_command_of_repeated_command_words_is_judged_in_linear_time() -> None:
+    # Each `git reset ` read the rest of the line with `search`: minutes a megabyte, on the daemon's loop. A hang
+    # detector, not a timing (run apart so that a hang can be stopped).
+    script = (
+        "from mcphost.intent import AgentToolTable, OperationType, shell_command_class\n"
+        "table = AgentToolTable()\n"
+        "for word in ('git reset ', 'find . ', 'terraform apply '):\n"
+        "    assert shell_command_class(word * 200_000, table).operation is not OperationType.DESTRUCTIVE\n"
+        "assert shell_command_class('git restore ' * 200_000 + '--staged', table).operation is OperationType.WRITE\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
