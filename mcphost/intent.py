@@ -330,7 +330,23 @@ BUILTIN_READ_COMMANDS: tuple[str, ...] = (
 _SHELL_OPERATORS = re.compile(r"[;&|<>`$(){}\n\r\\]")
 _PATCH_DELETES = re.compile(r"^\*\*\* Delete File:", re.MULTILINE)
 # Claude Code and Codex: mcp__<server>__<tool>; VS Code: mcp_<server>_<tool> (its server label, lower-cased).
-_MCP_DOUBLE = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
+
+
+def _mcp_double(name: str) -> tuple[str, str] | None:
+    """`^mcp__(?P<server>.+?)__(?P<tool>.+)$` read with string methods: the expression tried each `__` and read the
+    rest of the name each time, where a line break stops `.`: a hook's megabyte name took minutes on the daemon's loop.
+    A test holds the two together."""
+    if not name.startswith("mcp__"):
+        return None
+    rest = name[5:-1] if name.endswith("\n") else name[5:]
+    if "\n" in rest:
+        return None
+    at = rest.find("__", 1)
+    while at != -1:
+        if at + 2 < len(rest):
+            return rest[:at], rest[at + 2 :]
+        at = rest.find("__", at + 1)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,9 +474,9 @@ class AgentToolClass:
 def mcp_tool_name(name: str, servers: Iterable[str] = ()) -> tuple[str, str] | None:
     """(server, tool) of an MCP tool as an agent names it in a hook: `mcp__github__create_issue` (Claude Code,
     Codex), or `mcp_github_create_issue` (VS Code) when `github` is one of `servers`."""
-    found = _MCP_DOUBLE.match(name)
-    if found:
-        return found["server"], found["tool"]
+    found = _mcp_double(name)
+    if found is not None:
+        return found
     if name.startswith("mcp_"):
         rest = name[4:]
         for server in sorted(servers, key=len, reverse=True):

@@ -226,3 +226,20 @@ def test_a_megabyte_command_of_repeated_command_words_is_judged_in_linear_time()
         "assert shell_command_class('git restore ' * 200_000 + '--staged', table).operation is OperationType.WRITE\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
+
+
+def test_an_mcp_tools_double_underscore_name_is_read_as_its_regular_expression_reads_it() -> None:
+    expression = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
+    rng = random.Random(22)
+    pieces = ["mcp", "__", "_", "a", "b", "\n", "mcp__", " ", "é"]
+    for _ in range(20_000):
+        name = "".join(rng.choices(pieces, k=rng.randint(0, 10)))
+        found = expression.match(name)
+        assert mcp_tool_name(name) == ((found["server"], found["tool"]) if found else None), repr(name)
+
+
+def test_a_megabyte_tool_name_is_read_in_linear_time() -> None:
+    script = (
+        "from mcphost.intent import mcp_tool_name\nassert mcp_tool_name('mcp__' + '__a' * 400_000 + '\\nx') is None\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
