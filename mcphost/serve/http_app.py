@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     MCP_METHOD_HEADER,
@@ -182,6 +182,9 @@ Answer = tuple[int, bytes] | None
 # Seconds a 2026-era call may run before its answer commits to an event stream, and between the stream's keep-alive
 # pings after that: the SDK's (`_SSE_PING_INTERVAL`), so a call waiting on a person looks the same on either way.
 SSE_DEFER_S = 15.0
+# The largest body the agents' endpoint takes (the SDK's manager is made with it and answers a larger one 413): the
+# shortcut claims no call in a larger body, so that one gets the SDK's refusal.
+MAX_REQUEST_BODY = DEFAULT_MAX_REQUEST_BODY_SIZE
 _SSE_HEAD = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -301,8 +304,12 @@ class CallShortcut:
         if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self.app(scope, receive, send)
             return
-        body = await _body(receive)
-        replay = _replaying(body, receive)
+        limit = self.manager.max_request_body_size
+        body, complete = await _body(receive, limit)
+        replay = _replaying(body, receive, complete)
+        if len(body) > limit:
+            await self.app(scope, replay, send)  # too large: the SDK says so
+            return
         message = shortcut_message(body)
         if session is None:
             if message is not None and message.get("method") == "initialize":
@@ -470,27 +477,33 @@ class AgentsDoor:
         return self._shortcut.claim(session.decode("latin-1"), version, accept, shortcut_message(body), content_type)
 
 
-async def _body(receive: Receive) -> bytes:
-    parts = []
+async def _body(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    """The request's body, and whether it is whole: reading stops once it is past `limit` bytes (whole or not, a
+    body longer than that is no call of the shortcut's)."""
+    parts: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
-        parts.append(message.get("body", b""))
+            return b"".join(parts), True
+        chunk = message.get("body", b"")
+        parts.append(chunk)
+        size += len(chunk)
         if not message.get("more_body", False):
-            break
-    return b"".join(parts)
+            return b"".join(parts), True
+        if size > limit:
+            return b"".join(parts), False
 
 
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """`receive` for an app that must read the body this has already read."""
+def _replaying(body: bytes, receive: Receive, whole: bool = True) -> Receive:
+    """`receive` for an app that must read the body this has already read (its start, when it is not `whole`)."""
     sent = False
 
     async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": not whole}
         return await receive()
 
     return replay
@@ -593,7 +606,9 @@ def build_http_app(
     calls: HttpCalls | None = None,
 ) -> tuple[ASGIApp, AgentsDoor | None]:
     """The daemon's ASGI app, and with `calls` the door through which its HTTP server may answer a tool call itself."""
-    manager = StreamableHTTPSessionManager(app=server, security_settings=security_settings(port))
+    manager = StreamableHTTPSessionManager(
+        app=server, security_settings=security_settings(port), max_request_body_size=MAX_REQUEST_BODY
+    )
     mcp_app: ASGIApp = StreamableHTTPASGIApp(manager)
     shortcut = None
     if calls is not None:

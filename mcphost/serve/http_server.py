@@ -24,7 +24,7 @@ from mcphost import discovery
 from mcphost.host import Host
 from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
-from mcphost.serve.http_app import MCP_PATH, AgentsDoor, Claim, IdleTimer, Secrets, build_http_app
+from mcphost.serve.http_app import MAX_REQUEST_BODY, MCP_PATH, AgentsDoor, Claim, IdleTimer, Secrets, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 from mcphost.serve.stdio import CallCut
 
@@ -86,9 +86,10 @@ class _OneWrite:
         return getattr(self._transport, name)
 
 
-# A call's body up to this size is held until it is whole, for the agents' door; a larger one goes the ASGI way as it
-# arrives, under uvicorn's flow control (which pauses reading past 64 KiB of a body nobody reads yet).
-CLAIM_LIMIT = 60 * 1024
+# A call's body up to this size is held until it is whole, for the agents' door: as large as the endpoint takes, so
+# that a call carrying a file is claimed whatever its protocol revision (a 2026-era call the door does not claim goes
+# the SDK's long way). A larger one goes the ASGI way as it arrives, where the SDK refuses it.
+CLAIM_LIMIT = MAX_REQUEST_BODY
 _MCP_URL = MCP_PATH.encode()
 
 

@@ -21,7 +21,8 @@ import pytest
 import pytest_asyncio
 from mcp_types import HEADER_MISMATCH
 
-from tests.helpers import Daemon, Hostile, Sandbox, daemon, http_session, message_of, poll, slow_read
+from mcphost.serve.http_app import MAX_REQUEST_BODY
+from tests.helpers import Daemon, Hostile, Sandbox, daemon, http_session, message_of, poll, slow_read, tools_call
 from tests.integration.test_stdio_calls import (
     COUNTING,
     MODERN_CASES,
@@ -178,6 +179,41 @@ async def test_a_call_carrying_source_code_is_answered_by_the_shortcut_as_the_sd
     assert by_shortcut.status_code == by_sdk.status_code == 200
     assert by_shortcut.json() == by_sdk.json()
     assert by_shortcut.json()["result"]["content"][0]["text"].endswith(source)
+
+
+async def test_a_call_carrying_a_large_file_is_answered_by_the_shortcut_as_the_sdk_answers_it(served: Daemon) -> None:
+    # Past what the door used to hold (60 KB), a 2026-era call went the SDK's long way; up to the endpoint's limit it
+    # is the shortcut's, on the door as on the ASGI way.
+    box = served.box
+    assert isinstance(box, CountingBox)
+    text = "".join(f"line {n}: nothing to see here\n" for n in range(8_000))  # some 250 KB
+    arguments = {**READ, "args": {"text": text}}
+    shortcut_before = box.answered_by_shortcut()
+    by_sdk = await post(served, call_body(1, "call_tool_read", arguments, sdk_way=True))
+    by_shortcut = await post(served, call_body(1, "call_tool_read", arguments))
+    assert box.answered_by_shortcut() == shortcut_before + 1
+    assert by_shortcut.status_code == by_sdk.status_code == 200
+    assert by_shortcut.json() == by_sdk.json()
+    assert by_shortcut.json()["result"]["content"][0]["text"].endswith(text)
+
+
+@pytest.mark.parametrize("modern", [True, False])
+async def test_a_body_past_the_endpoints_limit_is_refused_as_the_sdk_refuses_it(served: Daemon, modern: bool) -> None:
+    box = served.box
+    assert isinstance(box, CountingBox)
+    arguments = {**READ, "args": {"text": "x" * (MAX_REQUEST_BODY + 1)}}
+    before, shortcut_before = len(box.tool_calls()), box.answered_by_shortcut()
+    if modern:
+        body = call_body(1, "call_tool_read", arguments)
+        refused = await post(served, body)
+    else:
+        session = await http_session(served)
+        async with httpx2.AsyncClient(timeout=30) as http:
+            refused = await http.post(
+                served.url, content=json.dumps(tools_call(1, "call_tool_read", arguments)), headers=session
+            )
+    assert refused.status_code == 413, refused.text
+    assert len(box.tool_calls()) == before and box.answered_by_shortcut() == shortcut_before
 
 
 async def test_a_call_with_a_param_header_is_the_sdks_to_answer(served: Daemon) -> None:
