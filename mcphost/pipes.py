@@ -56,6 +56,9 @@ def is_pipe_or_socket(fd: int) -> bool:
 def claim_stdio() -> tuple[int, int]:
     """Take fd 0 and 1 for a protocol: returns duplicates of them, and points 0 at /dev/null and 1 at stderr."""
     proto_in, proto_out = os.dup(0), os.dup(1)
+    # A message past what a pipe holds (64 KiB unwidened) crossed it in pieces: a wake-up and a read each, both ends.
+    widen_pipe(proto_in, STREAM_PIPE)
+    widen_pipe(proto_out, STREAM_PIPE)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
@@ -350,6 +353,12 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
 PEEK_MAX = 1024 * 1024
 _F_SETPIPE_SZ = 1031
 _SPLICE_F_NONBLOCK = 2
+
+
+# What a pipe a session's messages cross is widened to: room for a call that carries a file, and its answer, in one
+# write. Not more: a user's pipes share a budget (fs.pipe-user-pages-soft, 64 MiB), past which every new pipe of
+# theirs, mcphost's or not, holds a single page; a daemon with twenty upstreams holds forty of these.
+STREAM_PIPE = 256 * 1024
 
 
 def widen_pipe(fd: int, size: int = PEEK_MAX) -> None:

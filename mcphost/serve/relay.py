@@ -49,6 +49,7 @@ from mcphost import discovery
 from mcphost.activity.reader import loads_exact
 from mcphost.pipes import (
     MAX_LINE,
+    STREAM_PIPE,
     Peeker,
     can_pass_fds,
     can_peek,
@@ -764,6 +765,9 @@ async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo |
     ledger_r, ledger_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     widen_pipe(ledger_w)
     try:
+        # As `claim_stdio` does: and a line that reaches the daemon in pieces is noted in the ledger piece by piece.
+        widen_pipe(0, STREAM_PIPE)
+        widen_pipe(1, STREAM_PIPE)
         reader, writer = await connect_passing_fd(target.socket, STDIO_HANDOFF_LINE, [1, 0, ledger_w])
     except OSError as exc:
         logger.debug("%s took no stdio: %s", target.name, exc)

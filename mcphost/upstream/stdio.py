@@ -39,7 +39,7 @@ from mcp_types import PARSE_ERROR
 
 from mcphost.activity.reader import loads_exact
 from mcphost.console import safe
-from mcphost.pipes import dump_line, linux_libc, offered, read_in_chunks
+from mcphost.pipes import STREAM_PIPE, dump_line, linux_libc, offered, read_in_chunks, widen_pipe
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
 
@@ -405,6 +405,12 @@ async def stdio_transport(
         preexec_fn=_die_with_parent(),
     )
     process = asyncio.subprocess.Process(pipes, tapped, loop)
+    # A call or an answer past what a pipe holds (64 KiB unwidened) crossed it in pieces: a wake-up and a read each.
+    for fd in (0, 1):
+        transport = pipes.get_pipe_transport(fd)
+        pipe = transport.get_extra_info("pipe") if transport is not None else None
+        if pipe is not None:
+            widen_pipe(pipe.fileno(), STREAM_PIPE)
     # From here on, no await before the try: a cancellation in between would leak the live process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)

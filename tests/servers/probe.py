@@ -28,6 +28,23 @@ from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 OBJECT = {"type": "object", "properties": {"text": {"type": "string", "description": "Text to echo back"}}}
 
 
+def _pipe_sizes() -> list[int]:
+    """How much each pipe this process holds open can hold (Linux's F_GETPIPE_SZ): the SDK moves the protocol's stdin
+    and stdout off fds 0 and 1, so every pipe is looked at."""
+    import fcntl
+    import stat
+
+    fds = Path("/proc/self/fd")
+    sizes = []
+    for entry in fds.iterdir() if fds.is_dir() else []:
+        try:
+            if stat.S_ISFIFO(os.fstat(int(entry.name)).st_mode):
+                sizes.append(int(fcntl.fcntl(int(entry.name), 1032)))
+        except OSError:
+            continue
+    return sorted(sizes)
+
+
 def _state() -> dict[str, Any]:
     path = os.environ.get("PROBE_STATE")
     if path and Path(path).exists():
@@ -114,7 +131,7 @@ async def on_call_tool(
     if params.name == "whoami":
         request = ctx.request
         auth = request.headers.get("authorization") if request is not None else None
-        seen = {"authorization": auth, "pid": os.getpid()}
+        seen = {"authorization": auth, "pid": os.getpid(), "pipes": _pipe_sizes()}
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(seen))])
     text = args.get("text", "")
     return types.CallToolResult(
