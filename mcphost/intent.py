@@ -389,8 +389,9 @@ def _compile(
     return mine, [(repr(p), re.compile(p)) for p in (*read, *(BUILTIN_READ_COMMANDS if builtin else ()))]
 
 
-_GAP = r"[^\n;|&]*"  # the rest of a command, up to the next newline, `;`, `|` or `&`
-_PAST_GAP = re.compile(r"[\n;|&]")
+_COMMAND_ENDS = r"\n;|&"  # a newline, `;`, `|` or `&`
+_GAP = f"[^{_COMMAND_ENDS}]*"  # the rest of a command, as the built-in patterns write it
+_PAST_GAP = re.compile(f"[{_COMMAND_ENDS}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,17 +430,10 @@ class CommandPattern:
                 continue
             past = _PAST_GAP.search(command, found.end())
             end = len(command) if past is None else past.start()
-            if self.unless is None:
-                if self.pattern.match(command, found.start()) is not None:
-                    return True
-                failed_until = end
-            else:
-                flag = self.unless.search(command, found.end(), end)
-                if flag is None:
-                    if self.pattern.match(command, found.start()) is not None:
-                        return True
-                else:
-                    failed_until = flag.start()
+            flag = None if self.unless is None else self.unless.search(command, found.end(), end)
+            if flag is None and self.pattern.match(command, found.start()) is not None:
+                return True
+            failed_until = end if flag is None else flag.start()
         return False
 
 

@@ -428,6 +428,16 @@ async def raw_agent(
             tg.cancel_scope.cancel()
 
 
+# Long enough for linear work on a few megabytes on a slow machine, far too short for work that grows with their square.
+HANG_LIMIT_S = 120
+
+
+def runs_in_linear_time(script: str) -> None:
+    """Run `script` in a child process from the repo's root, stopped past HANG_LIMIT_S: a hang detector for hostile
+    input, not a timing (a hang in the test's own process could not be stopped)."""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=HANG_LIMIT_S, cwd=Path(__file__).parents[1])
+
+
 async def poll(predicate: Callable[[], Any], what: str, limit: float = 10) -> Any:
     """Poll a condition with a deadline, for what happens in another process (a reload, a file an upstream
     creates) with no event to wait on from here. Returns the first truthy value."""

@@ -419,8 +419,8 @@ def redact_text(text: str) -> str:
         text = _redact_found_formats(text)
     if ":" in text or "=" in text:
         spots = _secret_spots(text)
-        if spots != []:
-            text = _redact_assignments(text, spots)
+        if spots != []:  # the usual text holds no secret term: a call less on every string of every record
+            text = _redact_keys(text, _secret_keys(text, spots))
     return text
 
 
@@ -515,10 +515,11 @@ def _secret_separators(text: str, spots: list[int]) -> set[int]:
     return found
 
 
-def _redact_assignments(text: str, spots: list[int] | None) -> str:
-    """The assignment pass of `redact_text`, given `_secret_spots(text)`: only the assignments whose keys name a
-    credential are looked at, where JSON text has an assignment in every key."""
-    return _redact_keys(text, None if spots is None else _secret_separators(text, spots))
+def _secret_keys(text: str, spots: list[int] | None) -> set[int] | None:
+    """The separators in `text` whose key names a credential, given `_secret_spots(text)`, or None when every key must
+    be read (a term split by separators): the assignment pass looks only at those, where JSON text has an assignment
+    in every key."""
+    return None if spots is None else _secret_separators(text, spots)
 
 
 def _redact_keys(text: str, secret: set[int] | None) -> str:
@@ -573,8 +574,7 @@ def _redact_before(head: str, quotes_close: bool) -> str | None:
         return None
     head = _redact_formats(head)
     if ":" in head or "=" in head:
-        spots = _secret_spots(head)
-        secret = None if spots is None else _secret_separators(head, spots)
+        secret = _secret_keys(head, _secret_spots(head))
         # With no key there that names a credential, no assignment that starts in `head` is redacted, however far it
         # runs past it.
         if quotes_close and (secret is None or secret) and _QUOTED_VALUE_OPEN.search(head) is not None:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +16,7 @@ from mcphost.intent import (
     mcp_tool_name,
     shell_command_class,
 )
+from tests.helpers import runs_in_linear_time
 
 R, W, D = OperationType.READ, OperationType.WRITE, OperationType.DESTRUCTIVE
 TABLE = AgentToolTable()
@@ -225,7 +223,7 @@ def test_a_megabyte_command_of_repeated_command_words_is_judged_in_linear_time()
         "    assert shell_command_class(word * 200_000, table).operation is not OperationType.DESTRUCTIVE\n"
         "assert shell_command_class('git restore ' * 200_000 + '--staged', table).operation is OperationType.WRITE\n"
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
+    runs_in_linear_time(script)
 
 
 def test_an_mcp_tools_double_underscore_name_is_read_as_its_regular_expression_reads_it() -> None:
@@ -242,4 +240,4 @@ def test_a_megabyte_tool_name_is_read_in_linear_time() -> None:
     script = (
         "from mcphost.intent import mcp_tool_name\nassert mcp_tool_name('mcp__' + '__a' * 400_000 + '\\nx') is None\n"
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, cwd=Path(__file__).parents[2])
+    runs_in_linear_time(script)
