@@ -5,10 +5,12 @@ scan of a large activity log against `grep -c` on the same file. Run from the re
 
 Part 1 starts `mcphost serve` (probe upstream, sandboxed like every bench here) over an activity log of 10,000
 generated records, then times each command as a subprocess with stdout to a file, every command once per round in
-rotated order, and `python -c pass` in the same rounds as the baseline. Part 2 generates a log of a million records
-(`--quick`: 100,000) with bench_activity_log's generator and times `activity list --intent-type destructive
---limit 0` (text and `-o json`) against `grep -c destructive`. Every run must exit 0 and the first run of each
-command's output is checked, or the bench exits 1; the timings themselves are information.
+rotated order, and `python -c pass` in the same rounds as the baseline; in the same rounds, what an agent waits for
+when it starts its MCP server: the spawn of `mcphost mcp` (relayed to the daemon, and `--in-process`) to its answer to
+`initialize`, against the same for probe.py, an MCP server on the Python SDK, spawned directly. Part 2 generates a
+log of a million records (`--quick`: 100,000) with bench_activity_log's generator and times `activity list
+--intent-type destructive --limit 0` (text and `-o json`) against `grep -c destructive`. Every run must exit 0 and
+the first run of each command's output is checked, or the bench exits 1; the timings themselves are information.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_activity_log import NEEDLE, Pair, filesystem_of, generate_log, time_pair
-from bench.bench_paths import Sandbox, mcphost_command, start_daemon
+from bench.bench_paths import PROBE, Sandbox, mcphost_command, start_daemon
 from bench.common import BenchFailure, machine, run_bench
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +41,23 @@ READ_BOUND_MS = 300.0  # status, grants list, config show, log tail, activity li
 CALL_BOUND_MS = 500.0  # call, tools
 SCAN_TARGET_RATIO = 3.0  # activity list --limit 0 against grep -c on the same file
 SEED_RECORDS = 10_000
+# What an agent sends first to the MCP server it has just spawned.
+INITIALIZE = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench-cli", "version": "1"},
+            },
+        }
+    ).encode()
+    + b"\n"
+)
+SPAWN_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -91,6 +111,59 @@ def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
     ]
 
 
+def servers(mcphost: list[str]) -> list[Command]:
+    """What an agent spawns as its MCP server, each with what its stderr must show."""
+
+    def relayed(_: str, err: str) -> str | None:
+        return None if "relaying to" in err else f"mcphost mcp did not relay to the daemon: {err[-500:]!r}"
+
+    return [
+        Command("probe.py: an MCP server on the Python SDK, spawned directly", [sys.executable, str(PROBE)], None, _ok),
+        Command("mcphost mcp (a daemon running: relayed to it)", [*mcphost, "mcp"], None, relayed),
+        Command("mcphost mcp --in-process (the gateway in that process)", [*mcphost, "mcp", "--in-process"], None, _ok),
+    ]
+
+
+def _ok(_: str, __: str) -> str | None:
+    return None
+
+
+def first_answer(command: Command, env: dict[str, str], root: Path) -> float:
+    """Wall seconds from spawning an MCP server on pipes, as an agent does, to its answer to `initialize` (sent at
+    once: an agent does not wait for the server to start). The server is then sent away by closing its stdin."""
+    with (root / "stderr").open("wb") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            command.argv, env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        timer = threading.Timer(SPAWN_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            proc.stdin.write(INITIALIZE)
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            elapsed = time.perf_counter() - start
+            proc.stdin.close()
+            proc.wait(SPAWN_TIMEOUT_S)
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    stderr = (root / "stderr").read_text(encoding="utf-8", errors="replace")
+    try:
+        answered = "result" in json.loads(line)
+    except ValueError:
+        answered = False
+    if not answered:
+        raise BenchFailure(f"{command.label}: no answer to initialize ({line[:300]!r}): {stderr[-1500:].strip()}")
+    wrong = command.check("", stderr)
+    if wrong is not None:
+        raise BenchFailure(wrong)
+    return elapsed
+
+
 def run_timed(argv: list[str], env: dict[str, str], root: Path) -> float:
     """Wall seconds of one run, stdout to a regular file (as a person's terminal would take it, without drawing)."""
     with (root / "stdout").open("wb") as out, (root / "stderr").open("wb") as err:
@@ -128,13 +201,29 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
             _, err = first_run(command, env)
             if command.argv[len(mcphost_command()) : len(mcphost_command()) + 1] == ["call"]:
                 notes["call"] = "through the daemon" if "through the daemon" in err else "in its own process"
-        samples: dict[str, list[float]] = {c.label: [] for c in cmds}
+        spawned = servers(mcphost_command())
+        for command in spawned:
+            first_answer(command, env, box.root)  # checked, and warms what it reads
+        samples: dict[str, list[float]] = {c.label: [] for c in cmds + spawned}
         for index in range(runs):
             # Rotating the order spreads drift (frequency scaling, other load) over every command.
             shift = index % len(cmds)
             for command in cmds[shift:] + cmds[:shift]:
                 samples[command.label].append(run_timed(command.argv, env, box.root))
+            for command in spawned[index % len(spawned) :] + spawned[: index % len(spawned)]:
+                samples[command.label].append(first_answer(command, env, box.root))
     base = statistics.median(samples[cmds[0].label]) * 1000
+    direct = statistics.median(samples[spawned[0].label]) * 1000
+    first_answers = [
+        {
+            "server": command.label,
+            "ms": statistics.median(samples[command.label]) * 1000,
+            "min_ms": min(samples[command.label]) * 1000,
+            "max_ms": max(samples[command.label]) * 1000,
+            "ratio": statistics.median(samples[command.label]) * 1000 / direct,
+        }
+        for command in spawned
+    ]
     rows = []
     for command in cmds:
         ms = statistics.median(samples[command.label]) * 1000
@@ -149,7 +238,7 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
                 "met": None if command.bound_ms is None else ms < command.bound_ms,
             }
         )
-    return {"runs": runs, "seed_records": seed_records, "rows": rows, "notes": notes}
+    return {"runs": runs, "seed_records": seed_records, "rows": rows, "notes": notes, "first_answers": first_answers}
 
 
 def measure_scan(box: Sandbox, records: int, runs: int, slow_runs: int) -> dict[str, Any]:
@@ -245,6 +334,14 @@ def render(report: dict[str, Any]) -> str:
         )
     if "call" in st["notes"]:
         lines.append(f"  (the call went {st['notes']['call']})")
+    lines += [
+        "",
+        "an agent starting its MCP server: wall ms from the spawn (pipes, as an agent spawns it) to the answer to its",
+        f"`initialize`, median of {st['runs']} runs in the same rounds; ratio = ms / the SDK server spawned directly",
+        f"  {'server':<62} {'ms':>7} {'min':>7} {'max':>7} {'ratio':>7}",
+    ]
+    for r in st["first_answers"]:
+        lines.append(f"  {r['server']:<62} {r['ms']:>7.0f} {r['min_ms']:>7.0f} {r['max_ms']:>7.0f} {r['ratio']:>6.2f}x")
     lines += [
         "",
         f"full scan: {sc['records']:,} records, {sc['bytes'] / 1e6:.1f} MB (generated in {sc['generate_s']:.1f} s), "

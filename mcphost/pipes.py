@@ -464,3 +464,13 @@ def dump_line(value: Any) -> bytes:
         return orjson.dumps(value) + b"\n"
     except (orjson.JSONEncodeError, TypeError):
         return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def valid_id(value: Any) -> bool:
+    """Whether `value` can be a JSON-RPC request id: a string or an integer."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def id_key(value: Any) -> str:
+    """One key for an id however it was written: "7" and 7 are one id to the SDK's dispatcher."""
+    return str(value)

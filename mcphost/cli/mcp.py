@@ -27,9 +27,12 @@ from mcphost.cli.common import fail, freeze_startup_heap
 from mcphost.paths import config_path
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mcp.server import Server
 
     from mcphost.config import LoadedConfig
+    from mcphost.serve.handoff import Target
     from mcphost.serve.stdio import ShortcutFactory
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -51,18 +54,27 @@ def run(args: argparse.Namespace) -> int:
         path = config_path(getattr(args, "config", None))
         target = discovery.for_config(path)
         if target is not None:
-            # Only the path taken is imported: a relay needs the host only if its daemon goes away.
-            from mcphost.serve.relay import Target, relay
+            from mcphost.serve.handoff import Target
 
             first = Target.from_info(target)
             print(f"mcphost: relaying to {first.name}", file=sys.stderr, flush=True)
-            anyio.run(
-                until_signalled,
-                lambda stop: relay(first, path, lambda: _local_server(args), stop),
-                "ending the session",
-            )
+            anyio.run(until_signalled, lambda stop: _relay(first, path, args, stop), "ending the session")
             return 0
     return _in_process(args)
+
+
+async def _relay(first: Target, path: Path, args: argparse.Namespace, stop: anyio.Event) -> None:
+    """Hand the agent's stdio to the daemon before anything else is imported: the agent's first message waits for
+    that, not for the MCP SDK (most of a start). The relay proper, and the host behind it, only once the daemon lets
+    go of the session, or when it cannot take it."""
+    from mcphost.serve.handoff import hand_over_first
+
+    taken = await hand_over_first(first, stop)
+    if taken is not None and taken.done:
+        return
+    from mcphost.serve.relay import relay
+
+    await relay(first, path, lambda: _local_server(args), stop, taken)
 
 
 def _in_process(args: argparse.Namespace) -> int:

@@ -11,27 +11,35 @@ daemon's own, never sent anywhere a peer could replay it, and only this user can
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import itertools
 import logging
 import os
+import select
+import stat
 import uuid
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from mcphost.activity.reader import loads_exact
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
-from mcphost.pipes import MAX_LINE, Peeker, TappedReader, dump_line, owner_only_fd_socket
-from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, HandedOut, Ledger, StdinPump
+from mcphost.pipes import MAX_LINE, Peeker, TappedReader, dump_line, owner_only_fd_socket, valid_id
+from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, Ledger, is_private
 from mcphost.serve.mcp_server import DirectCalls, build_server
-from mcphost.serve.stdio import session_streams
+from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, parse_line, rejected_id, session_streams
 
 logger = logging.getLogger(__name__)
 
 # A daemon that stops gives the sessions' calls in flight this long to be recorded as cancelled.
 CLOSE_GRACE_S = 3.0
+# Writes up to this size reach a pipe whole or not at all.
+PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 
 
 def relay_session_id() -> str:
@@ -171,3 +179,173 @@ class _HandedIn:
 def _tell_relay(relay: asyncio.StreamWriter, note: dict[str, Any]) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         relay.write(dump_line(note))
+
+
+# ---- the agent's stdout and stdin, handed over by its relay (mcphost.serve.handoff)
+
+# The messages whose lines the relay keeps, to open the session again with another backend should the daemon go.
+_HANDSHAKE = ("initialize", "notifications/initialized")
+
+
+class HandedOut(Outbox):
+    """The daemon's side: lines for the agent go to the agent's stdout (`agent`, handed over by the relay, with no
+    write buffer to speak of), notes about them and the answers to the relay's own requests to the relay."""
+
+    def __init__(self, agent: asyncio.StreamWriter, relay: asyncio.StreamWriter) -> None:
+        super().__init__(agent)
+        # With the agent's stdin handed over too: where answers are noted, waking nobody.
+        self.ledger: Ledger | None = None
+        # A drain then waits until everything is written: "answered" means in the pipe, "writing" reached the relay.
+        agent.transport.set_write_buffer_limits(0)
+        relay.transport.set_write_buffer_limits(0)
+        self.relay = relay
+        self._long = itertools.count()
+        # Only a pipe takes a short line whole or not at all.
+        pipe = agent.get_extra_info("pipe")
+        self._whole = pipe is not None and stat.S_ISFIFO(os.fstat(pipe.fileno()).st_mode)
+
+    async def put(self, line: bytes, answers: Any = NOT_AN_ANSWER, ok: bool = True) -> None:
+        if is_private(answers):
+            await self._tell(line)
+            return
+        # A line may reach the pipe in pieces when it is long, or when it joins others waiting (the agent reads
+        # slowly) and is written with them; on a socket (a Node agent's stdio), whenever it does not fit.
+        cut = not self._whole or len(line) > PIPE_BUF or self.writer.transport.get_write_buffer_size() > 0
+        long = next(self._long) if cut else None
+        if long is not None:
+            await self._note({"mcphost-writing": long})
+        await super().put(line)
+        if self.broken:
+            return
+        # What is noted once the line is out goes in one write: on a socket (a Node agent's stdio) every answer is
+        # a line that may be cut, and two notes in two writes cost a call a system call more.
+        after = [{"mcphost-written": long}] if long is not None else []
+        if answers is not NOT_AN_ANSWER:
+            after.append({"mcphost-answered": answers, "ok": ok})
+        if after:
+            await self._note(*after)
+
+    async def _note(self, *notes: dict[str, Any]) -> None:
+        """To the ledger, when there is one (it wakes nobody), else on the socket; in one write."""
+        if self.ledger is not None:
+            await self.ledger.note(*notes)
+        else:
+            await self._tell(b"".join(dump_line(note) for note in notes))
+
+    async def _tell(self, line: bytes) -> None:
+        self.relay.write(line)
+        with contextlib.suppress(ConnectionError):
+            await self.relay.drain()
+
+    def give_up(self) -> None:
+        """Close the agent's stdout here at once, whatever is still unwritten: the relay writes next."""
+        self.writer.transport.abort()
+
+
+def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
+    """The requests among `lines` ([id, method] each: the answers the agent will wait for) and the handshake's lines
+    as text. A line the daemon cannot read is a request too when it will be answered with an error under an id."""
+    take: list[list[Any]] = []
+    raw: list[str] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        too_long = len(line) > MAX_LINE
+        message: Any = None
+        if not too_long:
+            try:
+                message = loads_exact(line)
+            except (ValueError, RecursionError):
+                message = None
+        if isinstance(message, dict):
+            method, request_id = message.get("method"), message.get("id")
+            if isinstance(method, str) and ("id" not in message or valid_id(request_id)):
+                if "id" in message:
+                    take.append([request_id, method])
+                if method in _HANDSHAKE:
+                    raw.append(line.decode("utf-8"))
+                continue
+            if method is None and ("result" in message or "error" in message):
+                continue  # a response of the agent's, answered by nobody
+        # What the daemon answers with an error, under the id it finds (as its own reading of the line does).
+        answer = parse_line(line[:MAX_LINE] if too_long else line, too_long, quiet=True)
+        if isinstance(answer, bytes):
+            take.append([rejected_id(answer), "request"])
+    return take, raw
+
+
+class StdinPump:
+    """The agent's input into `reader`, each chunk noted in the ledger before it is taken: should the daemon die
+    anywhere in between, the relay knows every request it took (and, from the chunk's checksum, whether the last one
+    noted was taken at all). Whole lines are taken as they come; a line that does not fit in what the stream holds
+    is taken in pieces, each piece noted with its bytes (the relay puts them back in front of what it reads next).
+
+    A chunk is looked at, noted and taken in the loop's own callback for the input being readable, as a transport
+    reads: no task wakes for it. Only the end of the input, or a ledger too full to take the note, wakes `run`."""
+
+    def __init__(self, peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
+        self.peeker, self.ledger, self.reader = peeker, ledger, reader
+        self._tail = bytearray()  # taken, the start of a line not yet whole: its request's id is read once it is
+
+    def note_next(self) -> int | None:
+        """Look at the input and note the chunk the next take takes: its length (-1: the input has ended), or None
+        when there is nothing yet. The note may still be pending in the ledger (it is full)."""
+        data = self.peeker.peek()
+        if data is None:
+            return None
+        if not data:
+            return -1
+        end = data.rfind(b"\n")
+        entry: dict[str, Any]
+        if end >= 0:
+            chunk = data[: end + 1]
+            lines = chunk.split(b"\n")[:-1]
+            if self._tail:
+                lines[0] = bytes(self._tail) + lines[0]
+                self._tail.clear()
+            take, raw = _taken(lines)
+            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "take": take}
+            if raw:
+                entry["raw"] = raw
+        else:
+            chunk = data
+            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "part": base64.b64encode(chunk).decode("ascii")}
+            if len(self._tail) <= MAX_LINE:
+                self._tail += chunk
+        self.ledger.note_now(entry)
+        return len(chunk)
+
+    def take(self, length: int) -> None:
+        self.reader.feed_data(self.peeker.take(length))
+
+    async def run(self) -> None:
+        """Until the input ends (then `reader` ends too)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            woken: asyncio.Future[int] = loop.create_future()
+
+            def readable(woken: asyncio.Future[int] = woken) -> None:
+                if woken.done():
+                    return
+                try:
+                    length = self.note_next()
+                    if length is not None and length >= 0 and not self.ledger.pending:
+                        self.take(length)
+                        return
+                except Exception as exc:  # the relay's ledger gone, say: the session ends, not the loop's log
+                    woken.set_exception(exc)
+                    return
+                if length is not None:
+                    woken.set_result(length)
+
+            loop.add_reader(self.peeker.fd, readable)
+            try:
+                readable()  # what the input holds already
+                length = await woken
+            finally:
+                loop.remove_reader(self.peeker.fd)
+            if length < 0:
+                self.reader.feed_eof()
+                return
+            await self.ledger.flushed()
+            self.take(length)

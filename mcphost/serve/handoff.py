@@ -24,6 +24,11 @@ lines, or the bytes of a line that does not fit), and only then taken; answers a
 pipe: noting wakes nobody, and what is noted outlives the daemon. When the daemon lets go, the relay reads it whole:
 a request noted and not answered is owed the daemon's going; a last chunk still at the head of the agent's input was
 never taken, and is the relay's to read.
+
+Here: what both ends agree on (the first lines, the notes, the ledger's writing and reading) and the relay's side of
+the hand over. The daemon's side (the agent's stdout and stdin as it holds them) is in mcphost.serve.agent_socket.
+Nothing here needs the MCP SDK, whose import is most of a Python MCP server's start (0.4 s): `mcphost mcp` hands its
+agent over first, and imports the relay proper only if the daemon lets go.
 """
 
 from __future__ import annotations
@@ -32,18 +37,30 @@ import asyncio
 import base64
 import contextlib
 import errno
-import itertools
+import logging
 import os
-import select
 import stat
 import zlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from mcphost.activity.reader import loads_exact
-from mcphost.pipes import MAX_LINE, Peeker, dump_line, until_ready
-from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, id_key, parse_line, rejected_id, valid_id
+from mcphost.pipes import (
+    STREAM_PIPE,
+    Peeker,
+    can_pass_fds,
+    can_peek,
+    connect_passing_fd,
+    dump_line,
+    id_key,
+    until_ready,
+    widen_pipe,
+)
+
+logger = logging.getLogger(__name__)
 
 # The first line of a connection that hands over stdout (the fd rides on it); any other first line is MCP.
 HANDOFF_LINE = b'{"mcphost-relay":"stdout"}\n'
@@ -51,8 +68,9 @@ HANDOFF_LINE = b'{"mcphost-relay":"stdout"}\n'
 STDIO_HANDOFF_LINE = b'{"mcphost-relay":"stdio"}\n'
 # The ids a relay gives the requests it makes of its own; their answers stay on the socket.
 PRIVATE_ID_PREFIX = "mcphost-relay-"
-# Writes up to this size reach a pipe whole or not at all.
-PIPE_BUF = getattr(select, "PIPE_BUF", 512)
+# How long after the daemon notes something a relay whose daemon holds the agent's stdin reads its ledger (the
+# daemon asks, should it fill before).
+LEDGER_DRAIN_S = 1.0
 
 
 def is_private(request_id: Any) -> bool:
@@ -93,65 +111,7 @@ def read_note(line: bytes) -> Note | None:
     return None
 
 
-class HandedOut(Outbox):
-    """The daemon's side: lines for the agent go to the agent's stdout (`agent`, handed over by the relay, with no
-    write buffer to speak of), notes about them and the answers to the relay's own requests to the relay."""
-
-    def __init__(self, agent: asyncio.StreamWriter, relay: asyncio.StreamWriter) -> None:
-        super().__init__(agent)
-        # With the agent's stdin handed over too: where answers are noted, waking nobody.
-        self.ledger: Ledger | None = None
-        # A drain then waits until everything is written: "answered" means in the pipe, "writing" reached the relay.
-        agent.transport.set_write_buffer_limits(0)
-        relay.transport.set_write_buffer_limits(0)
-        self.relay = relay
-        self._long = itertools.count()
-        # Only a pipe takes a short line whole or not at all.
-        pipe = agent.get_extra_info("pipe")
-        self._whole = pipe is not None and stat.S_ISFIFO(os.fstat(pipe.fileno()).st_mode)
-
-    async def put(self, line: bytes, answers: Any = NOT_AN_ANSWER, ok: bool = True) -> None:
-        if is_private(answers):
-            await self._tell(line)
-            return
-        # A line may reach the pipe in pieces when it is long, or when it joins others waiting (the agent reads
-        # slowly) and is written with them; on a socket (a Node agent's stdio), whenever it does not fit.
-        cut = not self._whole or len(line) > PIPE_BUF or self.writer.transport.get_write_buffer_size() > 0
-        long = next(self._long) if cut else None
-        if long is not None:
-            await self._note({"mcphost-writing": long})
-        await super().put(line)
-        if self.broken:
-            return
-        # What is noted once the line is out goes in one write: on a socket (a Node agent's stdio) every answer is
-        # a line that may be cut, and two notes in two writes cost a call a system call more.
-        after = [{"mcphost-written": long}] if long is not None else []
-        if answers is not NOT_AN_ANSWER:
-            after.append({"mcphost-answered": answers, "ok": ok})
-        if after:
-            await self._note(*after)
-
-    async def _note(self, *notes: dict[str, Any]) -> None:
-        """To the ledger, when there is one (it wakes nobody), else on the socket; in one write."""
-        if self.ledger is not None:
-            await self.ledger.note(*notes)
-        else:
-            await self._tell(b"".join(dump_line(note) for note in notes))
-
-    async def _tell(self, line: bytes) -> None:
-        self.relay.write(line)
-        with contextlib.suppress(ConnectionError):
-            await self.relay.drain()
-
-    def give_up(self) -> None:
-        """Close the agent's stdout here at once, whatever is still unwritten: the relay writes next."""
-        self.writer.transport.abort()
-
-
 # ---- the agent's stdin handed over too: the ledger
-
-# The messages whose lines the relay keeps, to open the session again with another backend should the daemon go.
-_HANDSHAKE = ("initialize", "notifications/initialized")
 
 
 class Ledger:
@@ -207,115 +167,6 @@ class Ledger:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
-
-
-def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
-    """The requests among `lines` ([id, method] each: the answers the agent will wait for) and the handshake's lines
-    as text. A line the daemon cannot read is a request too when it will be answered with an error under an id."""
-    take: list[list[Any]] = []
-    raw: list[str] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        too_long = len(line) > MAX_LINE
-        message: Any = None
-        if not too_long:
-            try:
-                message = loads_exact(line)
-            except (ValueError, RecursionError):
-                message = None
-        if isinstance(message, dict):
-            method, request_id = message.get("method"), message.get("id")
-            if isinstance(method, str) and ("id" not in message or valid_id(request_id)):
-                if "id" in message:
-                    take.append([request_id, method])
-                if method in _HANDSHAKE:
-                    raw.append(line.decode("utf-8"))
-                continue
-            if method is None and ("result" in message or "error" in message):
-                continue  # a response of the agent's, answered by nobody
-        # What the daemon answers with an error, under the id it finds (as its own reading of the line does).
-        answer = parse_line(line[:MAX_LINE] if too_long else line, too_long, quiet=True)
-        if isinstance(answer, bytes):
-            take.append([rejected_id(answer), "request"])
-    return take, raw
-
-
-class StdinPump:
-    """The agent's input into `reader`, each chunk noted in the ledger before it is taken: should the daemon die
-    anywhere in between, the relay knows every request it took (and, from the chunk's checksum, whether the last one
-    noted was taken at all). Whole lines are taken as they come; a line that does not fit in what the stream holds
-    is taken in pieces, each piece noted with its bytes (the relay puts them back in front of what it reads next).
-
-    A chunk is looked at, noted and taken in the loop's own callback for the input being readable, as a transport
-    reads: no task wakes for it. Only the end of the input, or a ledger too full to take the note, wakes `run`."""
-
-    def __init__(self, peeker: Peeker, ledger: Ledger, reader: asyncio.StreamReader) -> None:
-        self.peeker, self.ledger, self.reader = peeker, ledger, reader
-        self._tail = bytearray()  # taken, the start of a line not yet whole: its request's id is read once it is
-
-    def note_next(self) -> int | None:
-        """Look at the input and note the chunk the next take takes: its length (-1: the input has ended), or None
-        when there is nothing yet. The note may still be pending in the ledger (it is full)."""
-        data = self.peeker.peek()
-        if data is None:
-            return None
-        if not data:
-            return -1
-        end = data.rfind(b"\n")
-        entry: dict[str, Any]
-        if end >= 0:
-            chunk = data[: end + 1]
-            lines = chunk.split(b"\n")[:-1]
-            if self._tail:
-                lines[0] = bytes(self._tail) + lines[0]
-                self._tail.clear()
-            take, raw = _taken(lines)
-            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "take": take}
-            if raw:
-                entry["raw"] = raw
-        else:
-            chunk = data
-            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "part": base64.b64encode(chunk).decode("ascii")}
-            if len(self._tail) <= MAX_LINE:
-                self._tail += chunk
-        self.ledger.note_now(entry)
-        return len(chunk)
-
-    def take(self, length: int) -> None:
-        self.reader.feed_data(self.peeker.take(length))
-
-    async def run(self) -> None:
-        """Until the input ends (then `reader` ends too)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            woken: asyncio.Future[int] = loop.create_future()
-
-            def readable(woken: asyncio.Future[int] = woken) -> None:
-                if woken.done():
-                    return
-                try:
-                    length = self.note_next()
-                    if length is not None and length >= 0 and not self.ledger.pending:
-                        self.take(length)
-                        return
-                except Exception as exc:  # the relay's ledger gone, say: the session ends, not the loop's log
-                    woken.set_exception(exc)
-                    return
-                if length is not None:
-                    woken.set_result(length)
-
-            loop.add_reader(self.peeker.fd, readable)
-            try:
-                readable()  # what the input holds already
-                length = await woken
-            finally:
-                loop.remove_reader(self.peeker.fd)
-            if length < 0:
-                self.reader.feed_eof()
-                return
-            await self.ledger.flushed()
-            self.take(length)
 
 
 @dataclass
@@ -390,3 +241,132 @@ class LedgerFold:
         partial, self.initialize, self.initialized = before
         self.partial = bytearray(partial)
         self.last = None
+
+
+# ---- the relay's side of the hand over: everything `mcphost mcp` runs before the daemon lets go of the agent. None
+# of it needs the MCP SDK, whose import is most of a relay's start: the agent's first message waits for it no more.
+
+
+@dataclass(frozen=True)
+class Target:
+    """A daemon to relay to, from its discovery file."""
+
+    pid: int
+    url: str
+    socket: str | None
+    handoff: bool = False  # takes the agent's stdout
+    stdin: bool = False  # takes the agent's stdin as well
+
+    @classmethod
+    def from_info(cls, info: dict[str, Any]) -> Target:
+        relay = info.get("relay")
+        socket = relay.get("socket") if isinstance(relay, dict) else None
+        handoff = isinstance(relay, dict) and relay.get("handoff") is True
+        stdin = handoff and isinstance(relay, dict) and relay.get("stdin") is True
+        url = str(info["mcp"]["url"])
+        return cls(int(info["pid"]), url, socket if isinstance(socket, str) else None, handoff, stdin)
+
+    @property
+    def name(self) -> str:
+        return f"the daemon {self.pid} ({self.url})"
+
+
+@dataclass
+class LetGo:
+    """What a daemon that held the agent's stdin and stdout left when it let go: `done` when the agent closed its
+    input and had every answer; else the ledger (the requests owed, the handshake, a line begun, a line left
+    unfinished on stdout)."""
+
+    done: bool
+    ledger: LedgerFold = field(default_factory=LedgerFold)
+
+
+async def cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def hand_over_first(target: Target, stop: anyio.Event | None) -> LetGo | None:
+    """When `target` takes the agent's stdin and stdout and they can be handed over: hand them over and sleep until it
+    lets go. None when they were not handed over: the relay reads the agent itself."""
+    if not (target.stdin and stdio_can_be_handed_over()):
+        return None
+    return await hand_over_stdio(target, stop)
+
+
+def stdio_can_be_handed_over() -> bool:
+    """The agent's stdin and stdout are pipes or sockets (a Node agent's are sockets), and the daemon can look into
+    its stdin; never a tty or a file."""
+    try:
+        out = os.fstat(1).st_mode
+        return can_pass_fds() and (stat.S_ISFIFO(out) or stat.S_ISSOCK(out)) and can_peek(0)
+    except OSError:
+        return False
+
+
+async def hand_over_stdio(target: Target, stop: anyio.Event | None) -> LetGo | None:
+    """Give the agent's stdin and stdout to `target`, which then serves the agent with no hop through this process;
+    sleep until it lets go (the agent is done, the daemon stops or dies, or a signal ends the session). None when
+    the daemon takes no connection: the relay reads the agent itself."""
+    assert target.socket is not None
+    ledger_r, ledger_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    widen_pipe(ledger_w)
+    try:
+        # As `claim_stdio` does: and a line that reaches the daemon in pieces is noted in the ledger piece by piece.
+        widen_pipe(0, STREAM_PIPE)
+        widen_pipe(1, STREAM_PIPE)
+        reader, writer = await connect_passing_fd(target.socket, STDIO_HANDOFF_LINE, [1, 0, ledger_w])
+    except OSError as exc:
+        logger.debug("%s took no stdio: %s", target.name, exc)
+        os.close(ledger_r)
+        return None
+    finally:
+        os.close(ledger_w)
+    let_go = LetGo(done=False)
+    try:
+        async with anyio.create_task_group() as tg:
+            if stop is not None:
+                tg.start_soon(cancel_on, stop, tg.cancel_scope)
+            tg.start_soon(_drain_every, let_go.ledger, ledger_r)
+            async for note in notes(reader):
+                if note.kind == "drain":
+                    let_go.ledger.drain(ledger_r)
+                elif note.kind == "eof":
+                    let_go.done = True
+            tg.cancel_scope.cancel()
+        if stop is not None and stop.is_set():
+            let_go.done = True  # a signal ends the session at once; the daemon lets go when the socket closes
+            return let_go
+        let_go.ledger.drain(ledger_r)
+        if not let_go.done:
+            stdin = Peeker(0)
+            try:
+                let_go.ledger.untake_last(stdin)
+            finally:
+                stdin.close()
+        return let_go
+    finally:
+        writer.close()
+        os.close(ledger_r)
+
+
+async def notes(reader: asyncio.StreamReader) -> AsyncIterator[Note]:
+    """The daemon's notes on the socket, until it closes its end (what is not a note is skipped)."""
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            return
+        note = read_note(line)
+        if note is not None:
+            yield note
+
+
+async def _drain_every(ledger: LedgerFold, fd: int) -> None:
+    """Read the ledger a while after something was written to it, so that it never fills while the daemon serves (it
+    asks when it does), and the relay sleeps while the agent is quiet: at most one read a second."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await until_ready(loop.add_reader, loop.remove_reader, fd)
+        await anyio.sleep(LEDGER_DRAIN_S)
+        ledger.drain(fd)

@@ -33,8 +33,8 @@ from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.service import CallContext, CallOutcome, Gateway
 from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RETRIEVE_TOOLS, tool_definitions
 from mcphost.intent import ToolVariant
-from mcphost.pipes import dump_line
-from mcphost.serve.stdio import CallCut, Outbox, Send, id_key, valid_id
+from mcphost.pipes import dump_line, id_key, valid_id
+from mcphost.serve.stdio import CallCut, Outbox, Send
 from mcphost.upstream.connection import plain_text_result
 
 logger = logging.getLogger(__name__)

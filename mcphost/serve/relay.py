@@ -27,11 +27,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
-import stat
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,27 +45,20 @@ from pydantic import ValidationError
 
 from mcphost import discovery
 from mcphost.activity.reader import loads_exact
-from mcphost.pipes import (
-    MAX_LINE,
-    STREAM_PIPE,
-    Peeker,
-    can_pass_fds,
-    can_peek,
-    connect_passing_fd,
-    read_in_chunks,
-    until_ready,
-    widen_pipe,
-)
+from mcphost.pipes import MAX_LINE, can_pass_fds, connect_passing_fd, id_key, read_in_chunks, valid_id
 from mcphost.serve.handoff import (
     HANDOFF_LINE,
     PRIVATE_ID_PREFIX,
-    STDIO_HANDOFF_LINE,
     LedgerFold,
+    LetGo,
     Note,
+    Target,
+    cancel_on,
     is_private,
+    notes,
     read_note,
 )
-from mcphost.serve.stdio import Outbox, Send, id_key, parse_line, rejected_id, serve_stdio, valid_id
+from mcphost.serve.stdio import Outbox, Send, parse_line, rejected_id, serve_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -76,39 +67,12 @@ Message = types.JSONRPCRequest | types.JSONRPCNotification | types.JSONRPCRespon
 
 # How often a relay serving in process looks for a daemon to go back to (a directory listing: cheap).
 DAEMON_POLL_S = 1.0
-# How long after the daemon notes something a relay whose daemon holds the agent's stdin reads its ledger (the
-# daemon asks, should it fill before).
-LEDGER_DRAIN_S = 1.0
 # How long a relay that leaves a daemon waits for it to let go of the agent's stdout before writing there itself.
 RELEASE_S = 5.0
 
 
 def _say(text: str) -> None:
     print(f"mcphost: {text}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class Target:
-    """A daemon to relay to, from its discovery file."""
-
-    pid: int
-    url: str
-    socket: str | None
-    handoff: bool = False  # takes the agent's stdout (mcphost.serve.handoff)
-    stdin: bool = False  # takes the agent's stdin as well
-
-    @classmethod
-    def from_info(cls, info: dict[str, Any]) -> Target:
-        relay = info.get("relay")
-        socket = relay.get("socket") if isinstance(relay, dict) else None
-        handoff = isinstance(relay, dict) and relay.get("handoff") is True
-        stdin = handoff and isinstance(relay, dict) and relay.get("stdin") is True
-        url = str(info["mcp"]["url"])
-        return cls(int(info["pid"]), url, socket if isinstance(socket, str) else None, handoff, stdin)
-
-    @property
-    def name(self) -> str:
-        return f"the daemon {self.pid} ({self.url})"
 
 
 class _Lost(Exception):
@@ -279,7 +243,7 @@ class _Relay:
         self._drained = anyio.Event()
         async with anyio.create_task_group() as tg:
             if self.stop is not None:
-                tg.start_soon(_cancel_on, self.stop, tg.cancel_scope)
+                tg.start_soon(cancel_on, self.stop, tg.cancel_scope)
             await self._drained.wait()
             tg.cancel_scope.cancel()
 
@@ -376,11 +340,6 @@ class _Relay:
         self._private_done.pop(id_key(request_id), None)
 
 
-async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
-
-
 def death(target: Target, cause: str) -> str:
     """What a call in flight is told when its daemon went away."""
     return (
@@ -472,7 +431,7 @@ class _DaemonBackend:
             if not writer.transport.is_closing():
                 writer.write_eof()
         with anyio.move_on_after(RELEASE_S):
-            async for note in _notes(reader):
+            async for note in notes(reader):
                 self.relay.noted(note)
             return
         logger.warning("%s kept the agent's stdout after its session: writing there anyway", self.target.name)
@@ -670,16 +629,18 @@ class _NoBackend:
 # ---- the session
 
 
-async def relay(first: Target, config_path: Path, open_local: LocalServer, stop: anyio.Event | None = None) -> None:
+async def relay(
+    first: Target,
+    config_path: Path,
+    open_local: LocalServer,
+    stop: anyio.Event | None = None,
+    taken: LetGo | None = None,
+) -> None:
     """Serve the agent on stdio through `first`, then whatever serves `config_path` when it goes away; `stop` ends
-    the session as the agent closing its input does."""
+    the session as the agent closing its input does. `taken`: what `first` left when it let go of the agent's stdio,
+    handed over to it before this module was imported (`handoff.hand_over_first`)."""
     session: _Relay | None = None
     outboxes: list[Outbox] = []
-    taken: _LetGo | None = None
-    if first.stdin and _stdio_can_be_handed_over():
-        taken = await _hand_over_stdio(first, stop)
-        if taken is not None and taken.done:
-            return
 
     def shortcut(out: Outbox) -> Any:
         outboxes.append(out)
@@ -701,7 +662,7 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
         if taken is not None:
             # The daemon has let go of the agent: what it took and did not answer is owed the reason.
             lost = await _ended(first, "it let go of the agent's session")
-            taken.seed(session)
+            _seed(session, taken.ledger)
             if lost.gone:
                 gone.add((first.pid, first.url))
                 target = None
@@ -709,44 +670,6 @@ async def relay(first: Target, config_path: Path, open_local: LocalServer, stop:
             await session.fail_in_flight(death(first, lost.reason))
         await _run(session, target, open_local, gone)
         tg.cancel_scope.cancel()
-
-
-def _stdio_can_be_handed_over() -> bool:
-    """The agent's stdin and stdout are pipes or sockets (a Node agent's are sockets), and the daemon can look into
-    its stdin; never a tty or a file."""
-    try:
-        out = os.fstat(1).st_mode
-        return can_pass_fds() and (stat.S_ISFIFO(out) or stat.S_ISSOCK(out)) and can_peek(0)
-    except OSError:
-        return False
-
-
-@dataclass
-class _LetGo:
-    """What a daemon that held the agent's stdin and stdout left when it let go: `done` when the agent closed its
-    input and had every answer; else the ledger (the requests owed, the handshake, a line begun, a line left
-    unfinished on stdout)."""
-
-    done: bool
-    ledger: LedgerFold = field(default_factory=LedgerFold)
-
-    def seed(self, session: _Relay) -> None:
-        ledger = self.ledger
-        for request_id, method in ledger.in_flight.values():
-            session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method)
-        if ledger.initialize is not None:
-            handshake = _message(ledger.initialize)
-            if isinstance(handshake, types.JSONRPCRequest):
-                if ledger.initialize_ok:
-                    session.handshake = handshake
-                elif id_key(handshake.id) in session.in_flight:
-                    session.in_flight[id_key(handshake.id)] = handshake
-        if ledger.initialized is not None:
-            initialized = _message(ledger.initialized)
-            if isinstance(initialized, types.JSONRPCNotification):
-                session.initialized = initialized
-        session.cut |= ledger.cut
-        session.answers_unseen = True  # the daemon wrote to the agent: an answer may be out without a word
 
 
 def _message(line: str) -> Message | None:
@@ -757,72 +680,23 @@ def _message(line: str) -> Message | None:
         return None
 
 
-async def _hand_over_stdio(target: Target, stop: anyio.Event | None) -> _LetGo | None:
-    """Give the agent's stdin and stdout to `target`, which then serves the agent with no hop through this process;
-    sleep until it lets go (the agent is done, the daemon stops or dies, or a signal ends the session). None when
-    the daemon takes no connection: the relay reads the agent itself."""
-    assert target.socket is not None
-    ledger_r, ledger_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-    widen_pipe(ledger_w)
-    try:
-        # As `claim_stdio` does: and a line that reaches the daemon in pieces is noted in the ledger piece by piece.
-        widen_pipe(0, STREAM_PIPE)
-        widen_pipe(1, STREAM_PIPE)
-        reader, writer = await connect_passing_fd(target.socket, STDIO_HANDOFF_LINE, [1, 0, ledger_w])
-    except OSError as exc:
-        logger.debug("%s took no stdio: %s", target.name, exc)
-        os.close(ledger_r)
-        return None
-    finally:
-        os.close(ledger_w)
-    let_go = _LetGo(done=False)
-    try:
-        async with anyio.create_task_group() as tg:
-            if stop is not None:
-                tg.start_soon(_cancel_on, stop, tg.cancel_scope)
-            tg.start_soon(_drain_every, let_go.ledger, ledger_r)
-            async for note in _notes(reader):
-                if note.kind == "drain":
-                    let_go.ledger.drain(ledger_r)
-                elif note.kind == "eof":
-                    let_go.done = True
-            tg.cancel_scope.cancel()
-        if stop is not None and stop.is_set():
-            let_go.done = True  # a signal ends the session at once; the daemon lets go when the socket closes
-            return let_go
-        let_go.ledger.drain(ledger_r)
-        if not let_go.done:
-            stdin = Peeker(0)
-            try:
-                let_go.ledger.untake_last(stdin)
-            finally:
-                stdin.close()
-        return let_go
-    finally:
-        writer.close()
-        os.close(ledger_r)
-
-
-async def _notes(reader: asyncio.StreamReader) -> AsyncIterator[Note]:
-    """The daemon's notes on the socket, until it closes its end (what is not a note is skipped)."""
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            return
-        note = read_note(line)
-        if note is not None:
-            yield note
-
-
-async def _drain_every(ledger: LedgerFold, fd: int) -> None:
-    """Read the ledger a while after something was written to it, so that it never fills while the daemon serves (it
-    asks when it does), and the relay sleeps while the agent is quiet: at most one read a second."""
-    loop = asyncio.get_running_loop()
-    while True:
-        await until_ready(loop.add_reader, loop.remove_reader, fd)
-        await anyio.sleep(LEDGER_DRAIN_S)
-        ledger.drain(fd)
+def _seed(session: _Relay, ledger: LedgerFold) -> None:
+    """The session as the daemon left it: the requests owed an answer, the handshake, the lines it left unfinished."""
+    for request_id, method in ledger.in_flight.values():
+        session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method)
+    if ledger.initialize is not None:
+        handshake = _message(ledger.initialize)
+        if isinstance(handshake, types.JSONRPCRequest):
+            if ledger.initialize_ok:
+                session.handshake = handshake
+            elif id_key(handshake.id) in session.in_flight:
+                session.in_flight[id_key(handshake.id)] = handshake
+    if ledger.initialized is not None:
+        initialized = _message(ledger.initialized)
+        if isinstance(initialized, types.JSONRPCNotification):
+            session.initialized = initialized
+    session.cut |= ledger.cut
+    session.answers_unseen = True  # the daemon wrote to the agent: an answer may be out without a word
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from mcphost.activity.reader import may_hold_wide_int, opening_brackets
-from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, is_pipe_or_socket, pipe_streams
+from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, id_key, is_pipe_or_socket, pipe_streams, valid_id
 
 logger = logging.getLogger(__name__)
 
@@ -133,16 +133,6 @@ def nests_deeper(value: Any, limit: int) -> bool:
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
-
-
-def valid_id(value: Any) -> bool:
-    """Whether `value` can be a JSON-RPC request id: a string or an integer."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def id_key(value: Any) -> str:
-    """One key for an id however it was written: "7" and 7 are one id to the SDK's dispatcher."""
-    return str(value)
 
 
 class Unanswered:

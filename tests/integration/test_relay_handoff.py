@@ -120,6 +120,36 @@ async def test_a_daemon_killed_mid_call_on_a_node_agents_sockets_owes_that_call_
     assert "Traceback" not in raw.stderr, raw.stderr
 
 
+async def test_a_relay_whose_daemon_holds_the_agent_loads_no_mcp_sdk_until_the_daemon_goes(sandbox: Sandbox) -> None:
+    """The hand over comes before any import it does not need: the agent's first answer waits for no MCP SDK (most
+    of a Python MCP server's start). Once the daemon is gone, the relay loads it and serves the agent itself."""
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    async with daemon(sandbox) as d, raw_agent(sandbox) as raw:
+        [info] = discovery.running()
+        await handed_over(raw.process.pid, info["pid"])
+        await raw.initialize()
+        await raw.send(call("first", "probe:read_notes", {"text": "first"}))
+        first = await raw.answer_to("first")
+        assert first["result"]["content"][0]["text"] == "read_notes: first"
+        assert not _loaded(raw.process.pid, "pydantic_core"), "the relay imported pydantic while its daemon served"
+
+        d.process.kill()
+        await raw.send(call("after", "probe:read_notes", {"text": "after"}))
+        after = await raw.answer_to("after", timeout=30)
+        assert after["result"]["content"][0]["text"] == "read_notes: after"
+        assert _loaded(raw.process.pid, "pydantic_core")
+        await raw.process.stdin.aclose()
+        with anyio.fail_after(10):
+            assert await raw.process.wait() == 0
+    assert sandbox.tool_calls()[-1]["session_id"].startswith("stdio-")
+    assert "Traceback" not in raw.stderr, raw.stderr
+
+
+def _loaded(pid: int, library: str) -> bool:
+    """Whether process `pid` has a shared library whose name holds `library` mapped (a compiled module imported)."""
+    return library in Path(f"/proc/{pid}/maps").read_text(encoding="utf-8", errors="replace")
+
+
 async def handed_over(relay: int, daemon_pid: int) -> None:
     """Until the daemon holds the relay's stdin (the same pipe among its open files)."""
     stdin = Path(f"/proc/{relay}/fd/0").readlink()

@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from mcphost.pipes import Peeker
-from mcphost.serve import relay
-from mcphost.serve.handoff import Ledger, LedgerFold, StdinPump
+from mcphost.serve import handoff
+from mcphost.serve.agent_socket import StdinPump
+from mcphost.serve.handoff import Ledger, LedgerFold
 from tests.helpers import timers_due_within
 
 
@@ -217,10 +218,10 @@ def test_a_socket_is_peeked_at_whole_without_a_buffer_of_the_most_a_peek_may_see
 async def test_the_relay_sleeps_on_a_quiet_ledger_and_reads_it_a_while_after_a_note(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(relay, "LEDGER_DRAIN_S", 0.05)
+    monkeypatch.setattr(handoff, "LEDGER_DRAIN_S", 0.05)
     ledger_r, ledger_w = nonblocking_pipe()
     fold = LedgerFold()
-    task = asyncio.ensure_future(relay._drain_every(fold, ledger_r))
+    task = asyncio.ensure_future(handoff._drain_every(fold, ledger_r))
     try:
         await asyncio.sleep(0.2)
         assert timers_due_within(5) == []  # nothing written: no read to come, the relay's process asleep
