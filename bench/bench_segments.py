@@ -7,7 +7,8 @@ process, so the client's, the relay's and the daemon's stamps line up); the clie
 The same read call, upstream, config and plain client as bench_paths. The probes cost about a microsecond each: the
 p50 with probes is shown beside the stretches, and bench_paths remains the measure of the paths themselves.
 
-    python -m bench.bench_segments [--paths in-process,relay,relay-sockets,http] [--calls 1000] [--rounds 5] [--json]
+    python -m bench.bench_segments [--paths in-process,relay,relay-sockets,http] [--calls 1000] [--rounds 5]
+        [--payload BYTES [--payload-shape code|json]] [--json]
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ def _call(key: str) -> tuple[str, dict[str, Any]]:
 
 def run(opts: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"machine": machine(), "calls": opts.calls, "rounds": opts.rounds, "paths": {}}
+    if opts.payload:
+        paths.use_payload(opts.payload, opts.payload_shape)
+        report["payload"] = {"bytes": opts.payload, "shape": opts.payload_shape}
     with tempfile.TemporaryDirectory(prefix="mcphost-segments-") as tmp:
         root = Path(tmp)
         out = root / "stamps"
@@ -195,6 +199,9 @@ def render(report: dict[str, Any]) -> str:
         f"direct stdio p50, no mcphost: {report['direct_p50_us']:.0f} µs",
         "",
     ]
+    if "payload" in report:
+        carried = report["payload"]
+        lines[-1:-1] = [f"each call carries {carried['bytes']} bytes of {carried['shape']} text, echoed back twice"]
     present = {s["name"] for key in keys for s in report["paths"][key]["stretches"]}
     names = [name for name in ORDER if name in present]
     header = "| stretch | " + " | ".join(LABELS[k] for k in keys) + " |"
@@ -220,6 +227,16 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=1000, help="timed calls per path (default 1000)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=100, help="untimed calls per path first (default 100)")
+    parser.add_argument(
+        "--payload",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="each call carries this many bytes of text, echoed in its answer, as bench_paths' --payload",
+    )
+    parser.add_argument(
+        "--payload-shape", choices=paths.PAYLOAD_SHAPES, default="code", help="as bench_paths' --payload-shape"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     opts = parser.parse_args(argv)
     chosen = [p.strip() for p in opts.paths.split(",") if p.strip()]
@@ -228,6 +245,8 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--paths: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(MCPHOST_PATHS)}")
     if opts.calls < 1 or opts.rounds < 1 or opts.warmup < 0:
         parser.error("--calls and --rounds must be at least 1, --warmup at least 0")
+    if not 0 <= opts.payload <= 1 << 20:
+        parser.error("--payload: from 0 to 1048576 bytes")
     opts.paths = [p for p in MCPHOST_PATHS if p in chosen]
     return opts
 

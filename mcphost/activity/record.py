@@ -310,16 +310,19 @@ class CallRecord:
         """`ActivityRecord.encode_line` for a call: one orjson pass over the plain dict, kept as it is when
         redaction would change nothing (`left_alone`), else the long way."""
         payload = self.as_dict()
+        # The fields `settle` scrubbed while the upstream worked go in as that made them (what the long way takes
+        # too), and need no look: a call carrying a file has its 4 KiB preview there, most of what the look reads.
+        clean, settled = _settled(payload, self._scrubbed_early)
         try:
-            line = orjson.dumps(payload)
+            line = orjson.dumps(clean)
             # Only what outsiders may have written is looked at: redaction leaves mcphost's own fields as they are,
             # and the record's own keys (two fifths of the line) can hold no secret. Sound in parts because no
             # string spans two of them, and every test of `left_alone` is one within a string.
-            outsiders = orjson.dumps([payload.get(key) for key in _OUTSIDERS])
+            outsiders = orjson.dumps([clean.get(key) for key in _OUTSIDERS if key not in settled])
         except (orjson.JSONEncodeError, TypeError):
             line = b""  # a lone surrogate, an integer past 64 bits, too deep: the long way
         if line and left_alone(outsiders):
-            return line + b"\n", lambda: payload
+            return line + b"\n", lambda: clean
         try:
             safe = _scrubbed(payload, self._scrubbed_early)
             text = _line(safe)
@@ -367,6 +370,22 @@ def _scrubbed(dump: dict[str, Any], early: dict[str, tuple[Any, Any]] | None = N
         else:
             out[key] = scrub(value)
     return out
+
+
+def _settled(dump: dict[str, Any], early: dict[str, tuple[Any, Any]] | None) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`dump` with each field scrubbed `early` as `_scrubbed` takes it (the same object still there), and those
+    fields' names; `dump` itself when there are none."""
+    if not early:
+        return dump, ()
+    clean = dump
+    settled: list[str] = []
+    for key, (value, scrubbed) in early.items():
+        if dump.get(key) is value:
+            if clean is dump:
+                clean = dict(dump)  # the same keys in the same order: only values are replaced
+            clean[key] = scrubbed
+            settled.append(key)
+    return clean, tuple(settled)
 
 
 def _not_recordable(payload: dict[str, Any], exc: BaseException) -> tuple[dict[str, Any], str]:

@@ -686,6 +686,8 @@ def _calls(text: str) -> list[dict[str, Any]]:
         {"server": text, "tool": text, "client": text, "session_id": text, "warnings": [text], "status": "success"},
         {"arguments": {text: "value", "note": text, "deep": [{"x": text}]}, "request_bytes": 12, "duration_ms": 1.5},
         {"arguments_preview": text, "response_preview": text, "response_bytes": 70, "forwarded": True},
+        # A preview is the field settled while the upstream works; the rest, clean, is all that is looked at then.
+        {"arguments_preview": text, "arguments": {"path": "notes.txt"}, "response_preview": "ok", "status": "success"},
         {"error": {"code": "UPSTREAM_ERROR", "message": text}, "started_id": "01JSTART000000000000000000"},
         {
             "intent": {"operation_type": "read", "reason": text},
@@ -714,7 +716,9 @@ def test_a_calls_plain_record_writes_the_line_and_dict_its_model_writes(text: st
         assert json.loads(line)["metadata"]["tool_variant"] == "call_tool_read"
         settled, _ = _call_records(fields)
         settled.settle()  # as the gateway does while the upstream works
-        assert settled.encode_line()[0] == line
+        settled_line, settled_dict = settled.encode_line()
+        assert settled_line == line
+        assert settled_dict() == expected_dict
 
 
 def test_a_settled_record_whose_decision_changed_writes_the_new_one() -> None:
