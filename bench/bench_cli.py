@@ -57,6 +57,7 @@ INITIALIZE = (
     ).encode()
     + b"\n"
 )
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
 SPAWN_TIMEOUT_S = 60.0
 
 
@@ -111,39 +112,73 @@ def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
     ]
 
 
-def servers(mcphost: list[str]) -> list[Command]:
-    """What an agent spawns as its MCP server, each with what its stderr must show."""
+@dataclass
+class Spawned:
+    """An MCP server as an agent starts it: its command, the tool call it is sent first, and what its stderr must
+    show."""
 
-    def relayed(_: str, err: str) -> str | None:
+    label: str
+    argv: list[str]
+    call: dict[str, Any]  # tools/call params
+    check: Callable[[str], str | None]
+
+
+def servers(mcphost: list[str]) -> list[Spawned]:
+    direct = {"name": "read_notes", "arguments": {"text": "x"}}
+    through = {
+        "name": "call_tool_read",
+        "arguments": {"name": "probe:read_notes", "args": {"text": "x"}, "intent": {"operation_type": "read"}},
+    }
+
+    def relayed(err: str) -> str | None:
         return None if "relaying to" in err else f"mcphost mcp did not relay to the daemon: {err[-500:]!r}"
 
+    def anything(_: str) -> str | None:
+        return None
+
     return [
-        Command("probe.py: an MCP server on the Python SDK, spawned directly", [sys.executable, str(PROBE)], None, _ok),
-        Command("mcphost mcp (a daemon running: relayed to it)", [*mcphost, "mcp"], None, relayed),
-        Command("mcphost mcp --in-process (the gateway in that process)", [*mcphost, "mcp", "--in-process"], None, _ok),
+        Spawned(
+            "probe.py: an MCP server on the Python SDK, spawned directly",
+            [sys.executable, str(PROBE)],
+            direct,
+            anything,
+        ),
+        Spawned("mcphost mcp (a daemon running: relayed to it)", [*mcphost, "mcp"], through, relayed),
+        Spawned(
+            "mcphost mcp --in-process (the gateway in that process)",
+            [*mcphost, "mcp", "--in-process"],
+            through,
+            anything,
+        ),
     ]
 
 
-def _ok(_: str, __: str) -> str | None:
-    return None
-
-
-def first_answer(command: Command, env: dict[str, str], root: Path) -> float:
-    """Wall seconds from spawning an MCP server on pipes, as an agent does, to its answer to `initialize` (sent at
-    once: an agent does not wait for the server to start). The server is then sent away by closing its stdin."""
+def first_answers(server: Spawned, env: dict[str, str], root: Path) -> tuple[float, float]:
+    """Wall seconds from spawning an MCP server on pipes, as an agent does, to its answer to `initialize`, and to its
+    answer to a first tool call (`read_notes: x`): the handshake and the call are sent at once, as an agent that does
+    not wait for the server to start sends them. The server is then sent away by closing its stdin."""
+    opening = (
+        INITIALIZE + INITIALIZED + _line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": server.call})
+    )
+    answers: dict[Any, tuple[float, dict[str, Any]]] = {}
     with (root / "stderr").open("wb") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            command.argv, env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+            server.argv, env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
         )
         assert proc.stdin is not None and proc.stdout is not None
         timer = threading.Timer(SPAWN_TIMEOUT_S, proc.kill)
         timer.start()
         try:
-            proc.stdin.write(INITIALIZE)
+            proc.stdin.write(opening)
             proc.stdin.flush()
-            line = proc.stdout.readline()
-            elapsed = time.perf_counter() - start
+            while 2 not in answers:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                message = json.loads(line)
+                if isinstance(message, dict) and "id" in message:
+                    answers[message["id"]] = (time.perf_counter() - start, message)
             proc.stdin.close()
             proc.wait(SPAWN_TIMEOUT_S)
         finally:
@@ -152,16 +187,20 @@ def first_answer(command: Command, env: dict[str, str], root: Path) -> float:
                 proc.kill()
                 proc.wait()
     stderr = (root / "stderr").read_text(encoding="utf-8", errors="replace")
-    try:
-        answered = "result" in json.loads(line)
-    except ValueError:
-        answered = False
-    if not answered:
-        raise BenchFailure(f"{command.label}: no answer to initialize ({line[:300]!r}): {stderr[-1500:].strip()}")
-    wrong = command.check("", stderr)
+    initialized, called = answers.get(1), answers.get(2)
+    if initialized is None or "result" not in initialized[1]:
+        raise BenchFailure(f"{server.label}: no answer to initialize ({initialized}): {stderr[-1500:].strip()}")
+    content = called[1].get("result", {}).get("content", []) if called is not None else []
+    if called is None or [c.get("text") for c in content] != ["read_notes: x"]:
+        raise BenchFailure(f"{server.label}: the first call got {called}: {stderr[-1500:].strip()}")
+    wrong = server.check(stderr)
     if wrong is not None:
         raise BenchFailure(wrong)
-    return elapsed
+    return initialized[0], called[0]
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
 
 
 def run_timed(argv: list[str], env: dict[str, str], root: Path) -> float:
@@ -202,28 +241,31 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
             if command.argv[len(mcphost_command()) : len(mcphost_command()) + 1] == ["call"]:
                 notes["call"] = "through the daemon" if "through the daemon" in err else "in its own process"
         spawned = servers(mcphost_command())
-        for command in spawned:
-            first_answer(command, env, box.root)  # checked, and warms what it reads
-        samples: dict[str, list[float]] = {c.label: [] for c in cmds + spawned}
+        for server in spawned:
+            first_answers(server, env, box.root)  # checked, and warms what it reads
+        samples: dict[str, list[float]] = {c.label: [] for c in cmds}
+        opened: dict[str, list[tuple[float, float]]] = {server.label: [] for server in spawned}
         for index in range(runs):
             # Rotating the order spreads drift (frequency scaling, other load) over every command.
             shift = index % len(cmds)
             for command in cmds[shift:] + cmds[:shift]:
                 samples[command.label].append(run_timed(command.argv, env, box.root))
-            for command in spawned[index % len(spawned) :] + spawned[: index % len(spawned)]:
-                samples[command.label].append(first_answer(command, env, box.root))
+            for server in spawned[index % len(spawned) :] + spawned[: index % len(spawned)]:
+                opened[server.label].append(first_answers(server, env, box.root))
     base = statistics.median(samples[cmds[0].label]) * 1000
-    direct = statistics.median(samples[spawned[0].label]) * 1000
-    first_answers = [
-        {
-            "server": command.label,
-            "ms": statistics.median(samples[command.label]) * 1000,
-            "min_ms": min(samples[command.label]) * 1000,
-            "max_ms": max(samples[command.label]) * 1000,
-            "ratio": statistics.median(samples[command.label]) * 1000 / direct,
-        }
-        for command in spawned
-    ]
+    direct = [statistics.median(s[i] for s in opened[spawned[0].label]) * 1000 for i in (0, 1)]
+    first_answers_rows = []
+    for server in spawned:
+        ms = [statistics.median(s[i] for s in opened[server.label]) * 1000 for i in (0, 1)]
+        first_answers_rows.append(
+            {
+                "server": server.label,
+                "initialize_ms": ms[0],
+                "first_call_ms": ms[1],
+                "initialize_ratio": ms[0] / direct[0],
+                "first_call_ratio": ms[1] / direct[1],
+            }
+        )
     rows = []
     for command in cmds:
         ms = statistics.median(samples[command.label]) * 1000
@@ -238,7 +280,13 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
                 "met": None if command.bound_ms is None else ms < command.bound_ms,
             }
         )
-    return {"runs": runs, "seed_records": seed_records, "rows": rows, "notes": notes, "first_answers": first_answers}
+    return {
+        "runs": runs,
+        "seed_records": seed_records,
+        "rows": rows,
+        "notes": notes,
+        "first_answers": first_answers_rows,
+    }
 
 
 def measure_scan(box: Sandbox, records: int, runs: int, slow_runs: int) -> dict[str, Any]:
@@ -336,12 +384,16 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  (the call went {st['notes']['call']})")
     lines += [
         "",
-        "an agent starting its MCP server: wall ms from the spawn (pipes, as an agent spawns it) to the answer to its",
-        f"`initialize`, median of {st['runs']} runs in the same rounds; ratio = ms / the SDK server spawned directly",
-        f"  {'server':<62} {'ms':>7} {'min':>7} {'max':>7} {'ratio':>7}",
+        "an agent starting its MCP server: wall ms from the spawn (pipes, as an agent spawns it) to the answers to",
+        f"`initialize` and to a first tool call, sent at once; median of {st['runs']} runs in the same rounds;",
+        "ratio = ms / the same for the SDK server spawned directly",
+        f"  {'server':<62} {'initialize':>10} {'ratio':>7} {'1st call':>9} {'ratio':>7}",
     ]
     for r in st["first_answers"]:
-        lines.append(f"  {r['server']:<62} {r['ms']:>7.0f} {r['min_ms']:>7.0f} {r['max_ms']:>7.0f} {r['ratio']:>6.2f}x")
+        lines.append(
+            f"  {r['server']:<62} {r['initialize_ms']:>10.0f} {r['initialize_ratio']:>6.2f}x "
+            f"{r['first_call_ms']:>9.0f} {r['first_call_ratio']:>6.2f}x"
+        )
     lines += [
         "",
         f"full scan: {sc['records']:,} records, {sc['bytes'] / 1e6:.1f} MB (generated in {sc['generate_s']:.1f} s), "
