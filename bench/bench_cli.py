@@ -177,7 +177,8 @@ def first_answers(server: Spawned, env: dict[str, str], root: Path) -> tuple[flo
                 if not line:
                     break
                 message = json.loads(line)
-                if isinstance(message, dict) and "id" in message:
+                # Responses only: a request of the server's own (a ping, say) may carry the same id.
+                if isinstance(message, dict) and "id" in message and "method" not in message:
                     answers[message["id"]] = (time.perf_counter() - start, message)
             proc.stdin.close()
             proc.wait(SPAWN_TIMEOUT_S)
