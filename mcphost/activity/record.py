@@ -324,7 +324,7 @@ class CallRecord:
         if line and left_alone(outsiders):
             return line + b"\n", lambda: clean
         try:
-            safe = _scrubbed(payload, self._scrubbed_early)
+            safe = _scrubbed(clean, settled)
             text = _line(safe)
         except (RecursionError, ValueError, TypeError) as exc:
             kept = {key: value for key, value in payload.items() if key not in ("arguments", "details")}
@@ -358,23 +358,14 @@ _OUTSIDERS = tuple(
 )
 
 
-def _scrubbed(dump: dict[str, Any], early: dict[str, tuple[Any, Any]] | None = None) -> dict[str, Any]:
-    """`dump` scrubbed but mcphost's own fields; a field scrubbed `early` is taken as it was, if it is still the
-    same object (scrubbing is a pure function of the value)."""
-    out: dict[str, Any] = {}
-    for key, value in dump.items():
-        if key in _OWN_FIELDS:
-            out[key] = value
-        elif early is not None and (known := early.get(key)) is not None and known[0] is value:
-            out[key] = known[1]
-        else:
-            out[key] = scrub(value)
-    return out
+def _scrubbed(dump: dict[str, Any], settled: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`dump` scrubbed but mcphost's own fields and those already scrubbed (`settled`, by `_settled`)."""
+    return {key: value if key in _OWN_FIELDS or key in settled else scrub(value) for key, value in dump.items()}
 
 
 def _settled(dump: dict[str, Any], early: dict[str, tuple[Any, Any]] | None) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """`dump` with each field scrubbed `early` as `_scrubbed` takes it (the same object still there), and those
-    fields' names; `dump` itself when there are none."""
+    """`dump` with each field scrubbed `early` in its scrubbed form, where the same object is still there (scrubbing is
+    a pure function of the value), and those fields' names; `dump` itself when there are none."""
     if not early:
         return dump, ()
     clean = dump

@@ -117,6 +117,15 @@ def test_a_long_file_is_redacted_only_as_far_as_its_preview_needs() -> None:
 
 
 SHRINKING = " ".join([TOKENS[0]] * 30)  # 1 230 characters that redact to some 540: what follows moves up
+
+
+def _lead(shrink: bool, keep: int, reach: int = 0) -> str:
+    """What comes before a case: `SHRINKING` first when `shrink`, then filler, so that `reach` characters past it lie
+    beyond `keep` and the slack."""
+    first = (SHRINKING + " ") if shrink else ""
+    return first + "w" * max(0, keep + 300 - len(first) - reach)
+
+
 CROSSING = {
     "a scheme at a line's end, its token on the next": "Authorization: Bearer\n" + "MIIEowIBAAKCAQEAu1SU1LfV\n",
     "a basic scheme likewise": "Authorization: Basic\ndXNlcjpwYXNzd29yZA==\n",
@@ -132,8 +141,7 @@ CROSSING = {
 @pytest.mark.parametrize("shrink", [False, True])
 def test_a_match_across_the_line_end_it_stops_at_changes_nothing_before_it(case: str, shrink: bool) -> None:
     keep = 512
-    first = (SHRINKING + " ") if shrink else ""
-    first += "w" * max(0, keep + 300 - len(first))  # the first line runs past keep + slack: its end is where it stops
+    first = _lead(shrink, keep)  # the first line runs past keep + slack: its end is where it stops
     crossing = CROSSING[case]
     at = crossing.index("\n")
     text = first + " " + crossing[:at] + crossing[at:] + "tail line\n" * 50
@@ -203,9 +211,8 @@ OPEN_AT_THE_CUT = {
 @pytest.mark.parametrize("shrink", [False, True])
 def test_a_value_open_where_the_preview_would_stop_is_read_to_its_end(case: str, shrink: bool) -> None:
     keep = 512
-    first = (SHRINKING + " ") if shrink else ""
     open_value = OPEN_AT_THE_CUT[case]
-    first += "w" * max(0, keep + 300 - len(first) - open_value.index(',"'))
+    first = _lead(shrink, keep, open_value.index(',"'))
     text = first + " " + open_value + ' x {"k":"v","n":1}' * 20
     whole = redact_text(text)
     head = redact_head(text, keep)
