@@ -71,7 +71,8 @@ class Sandbox:
     def records(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines() if line.strip()]
+        # Split at line feeds only, as JSON Lines are: a record may hold U+2028 as it is, where splitlines() cuts.
+        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").split("\n") if line.strip()]
 
     def tool_calls(self) -> list[dict[str, Any]]:
         return [r for r in self.records() if r["type"] == "tool_call"]

@@ -21,17 +21,36 @@ CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS}
 MAX_DEPTH = 64
 
 
-def check_input(value: Any, variant: ToolVariant, where: str = "arguments") -> None:
+def encoded(value: Any) -> bytes | None:
+    """`value` as compact JSON, or None for what orjson refuses to write (a lone surrogate, nesting past its limit,
+    an integer past 64 bits, a key that is not a string)."""
+    try:
+        return orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return None
+
+
+def encoded_call(arguments: Mapping[str, Any]) -> tuple[bytes | None, bytes | None]:
+    """(the call's parameters, its `args` object) as compact JSON, `args` written once: what `check_input` reads,
+    what the record measures and what goes to the upstream are the one encoding (a file's worth of JSON in a string
+    takes orjson tens of microseconds to escape). None where orjson refuses it, or `args` is not an object."""
+    args = arguments.get("args")
+    args_json = encoded(args) if type(args) is dict else None
+    if args_json is None:
+        return encoded(arguments), None
+    return encoded({**arguments, "args": orjson.Fragment(args_json)}), args_json
+
+
+def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, as_json: bytes | None = None) -> None:
     """Refuse what could not be recorded faithfully: text that is not valid Unicode (a lone surrogate, which JSON
     can carry as "\\udfff") and nesting deeper than MAX_DEPTH. Iterative, so no input can exhaust the stack.
 
     Every call's arguments pass here. The usual case takes one C pass: orjson refuses every lone surrogate, and a
-    text with at most MAX_DEPTH brackets cannot nest deeper. Otherwise the walk finds what is wrong, if anything."""
-    try:
-        encoded = orjson.dumps(value)
-    except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, too deep, an integer past 64 bits, a non-str key
-        encoded = None
-    if encoded is not None and opening_brackets(encoded) <= MAX_DEPTH:
+    text with at most MAX_DEPTH brackets cannot nest deeper. Otherwise the walk finds what is wrong, if anything.
+    `as_json`: `value` as orjson wrote it, when the caller has it (`encoded_call`)."""
+    if as_json is None:
+        as_json = encoded(value)
+    if as_json is not None and opening_brackets(as_json) <= MAX_DEPTH:
         return
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:

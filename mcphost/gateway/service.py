@@ -26,7 +26,7 @@ from mcphost.approval.approvals import Approvals, CallFacts, Elicit, InputRequir
 from mcphost.config import LoadedConfig, effective_annotations
 from mcphost.config.models import LogConfig
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.gateway.arguments import check_input, parse_args, split_name
+from mcphost.gateway.arguments import check_input, encoded_call, parse_args, split_name
 from mcphost.gateway.tools import DEFAULT_LIMIT, MAX_LIMIT, USAGE_INSTRUCTIONS
 from mcphost.intent import (
     Annotations,
@@ -228,13 +228,16 @@ class Gateway:
         raw = raw_intent(arguments)
         try:
             # Before anything reads the input: what could not be recorded must never be forwarded.
-            check_input(dict(arguments), variant)
+            call_json, args_json = encoded_call(arguments)
+            check_input(dict(arguments), variant, as_json=call_json)
             intent = parse_intent(raw, variant)
             declared = record.intent = intent.to_dict()
             check_two_keys(variant, intent)
             server, tool = split_name(arguments.get("name"), variant)
             record.server, record.tool = server, tool
             args = progress.args = parse_args(arguments, variant)
+            if args is arguments.get("args"):
+                progress.args_json = args_json
             upstream, upstream_tool = await self._resolve(loaded, server, tool, variant)
             annotations = effective_annotations(loaded.config.servers.get(server), tool, upstream_tool.annotations)
             if annotations:
@@ -287,7 +290,7 @@ class Gateway:
                 progress.capture(record, log)
                 record.settle()
 
-            answered = await self._forward(upstream, tool, args, meanwhile)
+            answered = await self._forward(upstream, tool, args, progress.args_json, meanwhile)
             outcome.answer = answered
             outcome.status = Status.ERROR if answered.is_error else Status.SUCCESS
             answer = answered.data
@@ -420,11 +423,16 @@ class Gateway:
         return current
 
     async def _forward(
-        self, upstream: UpstreamServer, tool: str, args: dict[str, Any], meanwhile: Callable[[], None]
+        self,
+        upstream: UpstreamServer,
+        tool: str,
+        args: dict[str, Any],
+        args_json: bytes | None,
+        meanwhile: Callable[[], None],
     ) -> ToolResult:
         server = upstream.name
         try:
-            return await upstream.call_tool(tool, args, meanwhile)
+            return await upstream.call_tool(tool, args, meanwhile, args_json)
         except UpstreamUnavailable as exc:
             raise _not_connected(server, exc.reason, f"{server}:{tool}") from None
         except UpstreamResultTooLarge as exc:
@@ -464,6 +472,7 @@ def _suggest(name: str, candidates: list[str]) -> str:
 class _Progress:
     forwarded: bool = False  # the call was handed to the upstream (so it may have taken effect)
     args: dict[str, Any] | None = None  # the tool's arguments, once read
+    args_json: bytes | None = None  # and as compact JSON, where the checks wrote them so
     captured: bool = False
 
     def capture(self, record: CallRecord, log: LogConfig) -> None:
@@ -474,7 +483,7 @@ class _Progress:
             return
         self.captured = True
         try:
-            record.request_bytes = _json_size(self.args)
+            record.request_bytes = len(self.args_json) if self.args_json is not None else _json_size(self.args)
             record.arguments, record.arguments_preview = capture_arguments(
                 self.args, log.arguments_max_bytes, log.redact_keys
             )

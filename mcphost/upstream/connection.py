@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import anyio
 import mcp_types as types
+import orjson
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -535,15 +536,21 @@ class UpstreamServer:
         return self._client
 
     async def call_tool(
-        self, tool: str, arguments: dict[str, Any], meanwhile: Callable[[], None] | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        meanwhile: Callable[[], None] | None = None,
+        encoded: bytes | None = None,
     ) -> ToolResult:
-        """`meanwhile` runs once the call is on its way (while the server works on it, where the lane carries it)."""
+        """`meanwhile` runs once the call is on its way (while the server works on it, where the lane carries it).
+        `encoded`: `arguments` as orjson wrote them, if the caller has that; the lane writes it as it is."""
         client = self.require_client()
         self._in_flight += 1
         lane = self._lane
         try:
             if lane is not None:
-                return await self._call_on_lane(lane, tool, arguments, meanwhile)
+                written = arguments if encoded is None else orjson.Fragment(encoded)
+                return await self._call_on_lane(lane, tool, written, meanwhile)
             if meanwhile is not None:
                 meanwhile()
             with anyio.fail_after(self.config.call_timeout):
@@ -565,7 +572,11 @@ class UpstreamServer:
                 self._idle.set()
 
     async def _call_on_lane(
-        self, lane: RawLane, tool: str, arguments: dict[str, Any], meanwhile: Callable[[], None] | None
+        self,
+        lane: RawLane,
+        tool: str,
+        arguments: dict[str, Any] | orjson.Fragment,
+        meanwhile: Callable[[], None] | None,
     ) -> ToolResult:
         try:
             response = await lane.request(

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import orjson
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -402,6 +403,30 @@ async def test_a_call_carrying_source_code_is_taken_by_the_shortcut_and_answered
         "text"
     ].endswith(SOURCE)
     assert taken.read_text().splitlines() == [SHORTCUT_ID]
+
+
+# Arguments as hostile as JSON allows, none past what orjson writes: the checks encode them once, and the upstream is
+# sent that encoding as it is.
+ESCAPED = {
+    "page": json.dumps([{"id": 1, "title": 'say "hi" \\ bye', "body": "a\nb"}] * 40, separators=(",", ":")),
+    "controls": "\u0000\u001b[31m\u007f\u2028\u2029\t\r\n",
+    "wide": "\U0001f600 é 漢字 \ufeff",
+    "": {"nested": [[[{"x": None}]], True, False], "numbers": [-0.0, 1e-7, 1.5e300, 2**63 - 1, -(2**63), 2**64 - 1]},
+}
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+async def test_arguments_encoded_once_reach_the_upstream_as_the_agent_sent_them(sandbox: Sandbox, door: str) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    args = {"text": ESCAPED}
+    async with contextlib.AsyncExitStack() as stack:
+        raw = await opened(stack, sandbox, door, False)
+        await raw.send(plain_request(1, False, {**READ, "args": args}))
+        answer = await raw.answer_to(1, timeout=30)
+    assert answer["result"]["structuredContent"] == {"tool": "read_notes", "text": ESCAPED}, answer
+    record = sandbox.tool_calls()[-1]
+    assert record["status"] == "success"
+    assert record["request_bytes"] == len(orjson.dumps(args))
 
 
 # ---- odd results: what an upstream answers reaches the agent the same either way

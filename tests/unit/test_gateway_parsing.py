@@ -3,11 +3,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import orjson
 import pytest
 
 from mcphost.activity.record import new_record_id
 from mcphost.errors import ErrorCode, GatewayError
-from mcphost.gateway.arguments import MAX_DEPTH, check_input, parse_args, split_name
+from mcphost.gateway.arguments import MAX_DEPTH, check_input, encoded_call, parse_args, split_name
 from mcphost.intent import ToolVariant
 
 R = ToolVariant.READ
@@ -109,3 +110,37 @@ def test_any_value_past_the_limit_is_refused_whatever_it_is(leaf: Any) -> None:
 
 def test_brackets_inside_text_do_not_count_as_nesting() -> None:
     check_input({"text": "[" * 500 + "{" * 500, "big": 2**70}, R)
+
+
+def test_a_calls_args_are_encoded_once_and_written_into_the_whole_as_they_are() -> None:
+    arguments = {"name": "a:b", "args": {"text": 'say "hi"\n', "n": [1, {"k": None}]}, "intent": {"x": "é"}}
+    whole, args = encoded_call(arguments)
+    assert whole == orjson.dumps(arguments) and args == orjson.dumps(arguments["args"])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"name": "a:b", "args": {"big": 2**70}},  # orjson refuses to write it
+        {"name": "a:b", "args": {"text": "\udfff"}},
+        {"name": "a:b", "args": "not an object"},
+        {"name": "a:b", "args_json": '{"x": 1}'},
+    ],
+)
+def test_args_orjson_cannot_write_or_that_are_no_object_have_no_encoding_of_their_own(
+    arguments: dict[str, Any],
+) -> None:
+    whole, args = encoded_call(arguments)
+    assert args is None
+    assert whole == (None if isinstance(arguments.get("args"), dict) else orjson.dumps(arguments))
+
+
+def test_what_orjson_refuses_is_still_walked_and_refused_when_the_caller_passes_no_encoding() -> None:
+    deep: Any = "x"
+    for _ in range(MAX_DEPTH + 1):
+        deep = [deep]
+    arguments = {"name": "a:b", "args": {"deep": deep, "text": "\udfff"}}
+    whole, _ = encoded_call(arguments)
+    assert whole is None
+    with pytest.raises(GatewayError):
+        check_input(arguments, R, as_json=whole)

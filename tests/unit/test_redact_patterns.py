@@ -106,6 +106,19 @@ def test_the_gate_before_the_assignment_pass_is_the_alternation_it_replaces() ->
         assert (spots is None or spots != []) is expected, text
 
 
+def test_the_needle_gate_finds_a_format_exactly_where_one_of_its_needles_is_in_the_text() -> None:
+    # The gate before the format passes is one pattern of every needle, their common starts written once: it must
+    # find a needle wherever a plain `in` finds one, and nowhere else.
+    needles = sorted({n for _, ns, _ in redact._FORMATS for n in ns})
+    rng = random.Random(11)
+    # Needles cut at every point, so texts hold near misses (`gh_`, `sk`, `xo`) beside whole ones.
+    pieces = [needle[:cut] for needle in needles for cut in range(len(needle) + 1)] + [" ", "x", "_", "-", "."]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        assert (redact._ANY_NEEDLE.search(text) is not None) is any(n in text for n in needles), text
+    assert redact._ANY_NEEDLE.pattern.count("|") < len(needles) - 1  # the common starts are shared
+
+
 def test_the_assignment_pattern_finds_what_its_per_character_form_finds() -> None:
     # Quoted values are read as runs between escapes, each taken whole; the old form took a group per character.
     value = redact._ASSIGNMENT_RE.pattern.index("(?P<value>")
