@@ -36,9 +36,13 @@ def encoded_call(arguments: Mapping[str, Any]) -> tuple[bytes | None, bytes | No
     takes orjson tens of microseconds to escape). None where orjson refuses it, or `args` is not an object."""
     args = arguments.get("args")
     args_json = encoded(args) if type(args) is dict else None
-    if args_json is None:
-        return encoded(arguments), None
+    if args_json is None or len(args_json) < _WRITTEN_AGAIN:
+        return encoded(arguments), args_json
     return encoded({**arguments, "args": orjson.Fragment(args_json)}), args_json
+
+
+# Arguments shorter than this are written again inside the whole: less work than putting their writing in.
+_WRITTEN_AGAIN = 1024
 
 
 def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, as_json: bytes | None = None) -> None:

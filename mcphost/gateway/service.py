@@ -294,7 +294,7 @@ class Gateway:
             outcome.answer = answered
             outcome.status = Status.ERROR if answered.is_error else Status.SUCCESS
             answer = answered.data
-            record.response_bytes = _json_size(answer)
+            record.response_bytes = answered.json_size()
             record.response_preview = capture_response(
                 response_text(answer.get("content", []), answer.get("structuredContent")), log.response_preview_bytes
             )

@@ -365,14 +365,17 @@ class CallShortcut:
             return await self._answer_modern(claim, claim.modern, send)
         streaming = False
 
-        async def emit(message: dict[str, Any]) -> None:
+        async def emit_line(line: bytes) -> None:
             nonlocal streaming
             if not streaming:
                 streaming = True
                 stream_headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
                 await send({"type": "http.response.start", "status": 200, "headers": stream_headers})
-            event = b"event: message\ndata: " + dump_line(message).rstrip(b"\n") + b"\n\n"
+            event = b"event: message\ndata: " + line.rstrip(b"\n") + b"\n\n"
             await send({"type": "http.response.body", "body": event, "more_body": True})
+
+        async def emit(message: dict[str, Any]) -> None:
+            await emit_line(dump_line(message))
 
         request_id, name, arguments = claim.call
         session = claim.session
@@ -382,13 +385,13 @@ class CallShortcut:
             response = await self.calls.answer(session, request_id, name, arguments, emit)
             if streaming:
                 if response is not None:
-                    await emit(response)
+                    await emit_line(response)
                 await send({"type": "http.response.body", "body": b""})
                 return None
         finally:
             if held:
                 _release(claim.transport)
-        return (202, b"") if response is None else (200, dump_line(response).rstrip(b"\n"))
+        return (202, b"") if response is None else (200, response.rstrip(b"\n"))
 
     async def _answer_modern(self, claim: Claim, modern: tuple[str, str | None], send: Send) -> Answer:
         """As `handle_modern_request` answers a call in its event-stream mode: plain JSON with the status its table
@@ -399,17 +402,16 @@ class CallShortcut:
         stream = _KeptOpen(send)
         timer = asyncio.get_running_loop().call_later(SSE_DEFER_S, stream.commit)
         try:
-            response = await self.calls.answer_modern(request_id, name, arguments, *modern)
+            response, error_code = await self.calls.answer_modern(request_id, name, arguments, *modern)
         finally:
             timer.cancel()
             await stream.settle()
-        body = dump_line(response).rstrip(b"\n")
+        body = response.rstrip(b"\n")
         if stream.committed:
             event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
             await send({"type": "http.response.body", "body": event, "more_body": False})
             return None
-        error = response.get("error")
-        return (ERROR_CODE_HTTP_STATUS.get(error["code"], 200) if error is not None else 200), body
+        return (ERROR_CODE_HTTP_STATUS.get(error_code, 200) if error_code is not None else 200), body
 
 
 class _KeptOpen:

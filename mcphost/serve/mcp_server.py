@@ -69,30 +69,71 @@ def outcome_data(outcome: CallOutcome) -> dict[str, Any]:
     return data
 
 
+# A tool answer's large parts as orjson wrote them for the call's record, by identity (`ToolResult.encodings`).
+Encodings = Mapping[int, tuple[Any, orjson.Fragment]]
+_NO_ENCODINGS: Encodings = {}
+
+
 async def call_result(gateway: Gateway, name: str, arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """The result of the agent's tools/call of `name`, JSON-ready; never raises for anything the agent sent."""
+    return (await call_answer(gateway, name, arguments, ctx))[0]
+
+
+async def call_answer(
+    gateway: Gateway, name: str, arguments: dict[str, Any], ctx: CallContext
+) -> tuple[dict[str, Any], Encodings]:
+    """`call_result`, and the encodings of its large parts that the agent's answer can be written with
+    (`response_line`)."""
     try:
-        if name == RETRIEVE_TOOLS:
-            answer = await gateway.retrieve_tools(arguments)
-            return {"content": [{"type": "text", "text": json.dumps(answer, indent=1)}]}
         variant = _VARIANTS.get(name)
         if variant is not None:
-            return outcome_data(await gateway.call(variant, arguments, ctx))
+            outcome = await gateway.call(variant, arguments, ctx)
+            answered = outcome.answer
+            return outcome_data(outcome), answered.encodings if answered is not None else _NO_ENCODINGS
+        if name == RETRIEVE_TOOLS:
+            answer = await gateway.retrieve_tools(arguments)
+            return {"content": [{"type": "text", "text": json.dumps(answer, indent=1)}]}, _NO_ENCODINGS
         if name == LEGACY_CALL_TOOL:
-            return error_data(GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"}))
-        return error_data(
-            GatewayError(
+            err = GatewayError(ErrorCode.TOOL_NOT_FOUND, LEGACY_CALL_TOOL_MESSAGE, {"tool": "call_tool"})
+        else:
+            err = GatewayError(
                 ErrorCode.TOOL_NOT_FOUND,
                 f"Tool '{name}' not found. mcphost offers retrieve_tools, call_tool_read, call_tool_write "
                 "and call_tool_destructive; upstream tools are called through them as name='server:tool'.",
                 {"tool": name},
             )
-        )
-    except GatewayError as err:
-        return error_data(err)
+    except GatewayError as caught:
+        err = caught
     except Exception as exc:  # the session outlives any one bad call
         logger.exception("tool %s failed", name)
-        return error_data(GatewayError(ErrorCode.UPSTREAM_ERROR, f"mcphost failed: {type(exc).__name__}: {exc}"))
+        err = GatewayError(ErrorCode.UPSTREAM_ERROR, f"mcphost failed: {type(exc).__name__}: {exc}")
+    return error_data(err), _NO_ENCODINGS
+
+
+def response_line(request_id: Any, kind: str, answer: dict[str, Any], encodings: Encodings = _NO_ENCODINGS) -> bytes:
+    """The JSON-RPC response as one line (`dump_line`); a result's text blocks' texts and structured content that
+    `encodings` holds go in as written there, not written again."""
+    message = {"jsonrpc": "2.0", "id": request_id, kind: answer}
+    if encodings and kind == "result":
+        swapped = dict(answer)
+        content = answer.get("content")
+        if type(content) is list:
+            swapped["content"] = [_with_encoded_text(block, encodings) for block in content]
+        structured = answer.get("structuredContent")
+        known = encodings.get(id(structured))
+        if known is not None and known[0] is structured:
+            swapped["structuredContent"] = known[1]
+        try:
+            return orjson.dumps({**message, "result": swapped}) + b"\n"
+        except (orjson.JSONEncodeError, TypeError):
+            pass  # what orjson refuses elsewhere in the message (an id past 64 bits): Python's encoder, on the original
+    return dump_line(message)
+
+
+def _with_encoded_text(block: Any, encodings: Encodings) -> Any:
+    text = block.get("text") if type(block) is dict else None
+    known = encodings.get(id(text)) if text is not None else None
+    return {**block, "text": known[1]} if known is not None and known[0] is text else block
 
 
 def client_name(info: Any) -> str | None:
@@ -398,11 +439,11 @@ class DirectCalls:
         async def run(cut: CallCut) -> None:
             # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
             try:
-                data = await call_result(self._gateway, name, arguments, context())
+                data, encodings = await call_answer(self._gateway, name, arguments, context())
             finally:
                 self._running.pop(key, None)
             kind, answer = wire(data)
-            await self._send(dump_line({"jsonrpc": "2.0", "id": request_id, kind: answer}), answers=request_id)
+            await self._send(response_line(request_id, kind, answer, encodings), answers=request_id)
 
         # Known from now, started on a later turn: the agent's cancellation may come in between (the same read).
         taken = self._running[key] = CallCut(run)
@@ -712,9 +753,10 @@ class HttpCalls:
         name: str,
         arguments: dict[str, Any],
         emit: Callable[[dict[str, Any]], Awaitable[None]],
-    ) -> dict[str, Any] | None:
-        """The JSON-RPC response to the call, or None when the client cancelled it. `emit` sends a message of ours
-        on this request's stream (a question through the agent's client) before the response."""
+    ) -> bytes | None:
+        """The JSON-RPC response to the call as a line (`response_line`), or None when the client cancelled it.
+        `emit` sends a message of ours on this request's stream (a question through the agent's client) before the
+        response."""
         known = self._clients.get(transport_id)
         if known is None:
             known = (self._sessions.name_of(transport_id), None, False, LATEST_HANDSHAKE_VERSION)
@@ -727,7 +769,7 @@ class HttpCalls:
         key = (transport_id, id_key(request_id))
         cut = self._running[key] = CallCut.of_current()
         try:
-            data = await call_result(self._gateway, name, arguments, ctx)
+            data, encodings = await call_answer(self._gateway, name, arguments, ctx)
         except asyncio.CancelledError:
             if not cut.cut or cut.task is None:
                 raise  # not the client's: the server stopping
@@ -736,18 +778,19 @@ class HttpCalls:
         finally:
             self._running.pop(key, None)
         kind, answer = sdk_result(version, data, self.info)
-        return {"jsonrpc": "2.0", "id": request_id, kind: answer}
+        return response_line(request_id, kind, answer, encodings)
 
     async def answer_modern(
         self, request_id: Any, name: str, arguments: dict[str, Any], version: str, client: str | None
-    ) -> dict[str, Any]:
-        """The JSON-RPC response to a 2026-era call (`modern_call`), as the SDK's single exchange makes it: no session
-        (one exchange is not one), and nobody to ask (a client that could be asked is taken only while the config asks
-        no agent's client). A call cut short (its client gone) raises the cancellation, after the gateway has recorded
-        it."""
+    ) -> tuple[bytes, int | None]:
+        """The JSON-RPC response to a 2026-era call (`modern_call`) as a line, and its error's code if it is one, as
+        the SDK's single exchange makes it: no session (one exchange is not one), and nobody to ask (a client that
+        could be asked is taken only while the config asks no agent's client). A call cut short (its client gone)
+        raises the cancellation, after the gateway has recorded it."""
         # A client that could be asked is taken only while the config asks no client: nothing would ask it. (A
         # config changed to ask clients between the claim and the call's start reads as one nobody can be asked:
         # the call ends as NO_APPROVER, and its repeat goes the SDK's way.)
         context = CallContext(session_id=None, client=client, elicit=None)
-        kind, answer = sdk_result(version, await call_result(self._gateway, name, arguments, context), self.info)
-        return {"jsonrpc": "2.0", "id": request_id, kind: answer}
+        data, encodings = await call_answer(self._gateway, name, arguments, context)
+        kind, answer = sdk_result(version, data, self.info)
+        return response_line(request_id, kind, answer, encodings), answer["code"] if kind == "error" else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import math
 import os
@@ -124,12 +125,54 @@ class ToolResult:
     serialization. The SDK's model of it is made for whoever asks (`model`): an answer of plain text blocks, what
     most tools send, is checked by a look at its keys, and the call never touches a validator."""
 
-    __slots__ = ("_model", "data", "is_error")
+    __slots__ = ("_model", "data", "encodings", "is_error")
 
     def __init__(self, data: dict[str, Any], model: types.CallToolResult | None = None) -> None:
         self.data = data
         self._model = model
         self.is_error = model.is_error if model is not None else data.get("isError") is True
+        # Its large parts (a text block's text, the structured content) as orjson wrote them to measure the answer,
+        # by the part's identity, for the agent's copy to be written with (`json_size`). Each entry holds its part, so
+        # no other object can take that identity while the entry lives.
+        self.encodings: dict[int, tuple[Any, orjson.Fragment]] = {}
+
+    def json_size(self) -> int:
+        """Bytes of the answer as compact JSON. A large text or structured content is written once for it and kept
+        (`encodings`): the answer the agent gets holds the same, and an API's JSON in a text takes orjson tens of
+        microseconds to escape."""
+        data = self.data
+        parts: dict[str, Any] | None = None  # `data` with its large parts as written, once there is one
+        content = data.get("content")
+        if type(content) is list:
+            for index, block in enumerate(content):
+                text = block.get("text") if type(block) is dict else None
+                if type(text) is str and len(text) >= ENCODED_PART_MIN and (written := self._kept(text)) is not None:
+                    if parts is None:
+                        parts = {**data, "content": list(content)}
+                    parts["content"][index] = {**block, "text": written}
+        structured = data.get("structuredContent")
+        if type(structured) is dict and (written := self._kept(structured)) is not None:
+            if parts is None:
+                parts = dict(data)
+            parts["structuredContent"] = written
+        try:
+            return len(orjson.dumps(data if parts is None else parts))
+        except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, lone surrogates
+            self.encodings.clear()
+            return len(json.dumps(data, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
+
+    def _kept(self, part: Any) -> orjson.Fragment | None:
+        """`part` as written, kept for the agent's answer; None for a part too short to keep (written again with the
+        whole, which costs less), or that orjson cannot write (the whole then goes through Python's encoder)."""
+        try:
+            written = orjson.dumps(part)
+        except (orjson.JSONEncodeError, TypeError):
+            return None
+        if len(written) < ENCODED_PART_MIN:
+            return None
+        fragment = orjson.Fragment(written)
+        self.encodings[id(part)] = (part, fragment)
+        return fragment
 
     @classmethod
     def of(cls, model: types.CallToolResult) -> ToolResult:
@@ -149,6 +192,10 @@ class ToolResult:
             self._model = _CheckedResult.model_validate(self.data)
         return self._model
 
+
+# A text this long or longer is kept written (`ToolResult.json_size`); a shorter one costs less to write again than
+# to keep.
+ENCODED_PART_MIN = 1024
 
 # The keys of a result, and of a text block, that need no validator to be read as the SDK's model reads them: any
 # other (an alias the model also takes, `is_error`, say) and the answer goes to the validator.

@@ -18,6 +18,12 @@ from mcphost.serve import http_app
 from mcphost.serve.http_app import CallShortcut, Claim, accepts_both, json_content
 
 
+def line_of(response: dict[str, Any]) -> tuple[bytes, int | None]:
+    """What `HttpCalls.answer_modern` returns for `response`: its line, and its error's code."""
+    error = response.get("error")
+    return json.dumps(response).encode() + b"\n", error["code"] if error is not None else None
+
+
 class Calls:
     """`HttpCalls.answer_modern` in miniature: answers `response` once `release` is set."""
 
@@ -26,10 +32,10 @@ class Calls:
         self.release = asyncio.Event()
         self.seen: list[tuple[Any, ...]] = []
 
-    async def answer_modern(self, *args: Any) -> dict[str, Any]:
+    async def answer_modern(self, *args: Any) -> tuple[bytes, int | None]:
         self.seen.append(args)
         await self.release.wait()
-        return self.response
+        return line_of(self.response)
 
 
 class Sent:
@@ -98,10 +104,10 @@ async def test_a_call_that_ends_as_its_stream_was_to_begin_is_still_answered_as_
     monkeypatch.setattr(http_app, "SSE_DEFER_S", 0)
 
     class Quick(Calls):
-        async def answer_modern(self, *args: Any) -> dict[str, Any]:
+        async def answer_modern(self, *args: Any) -> tuple[bytes, int | None]:
             await asyncio.sleep(0)  # the timer's turn comes after this one's
             await asyncio.sleep(0)  # the timer has fired: the stream's task is made, and runs after this turn
-            return self.response
+            return line_of(self.response)
 
     send = Sent(lambda sent: False)
     answer = await shortcut(Quick(RESULT)).answer(CLAIM, send)
