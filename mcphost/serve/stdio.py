@@ -38,7 +38,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from mcphost.activity.reader import may_hold_wide_int, opening_brackets
+from mcphost.activity.reader import LOOK_OVER_FROM, looked_over, may_hold_wide_int, opening_brackets
 from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, id_key, is_pipe_or_socket, pipe_streams, valid_id
 
 logger = logging.getLogger(__name__)
@@ -108,15 +108,31 @@ def shortcut_message(data: bytes) -> dict[str, Any] | None:
     parser goes gets the SDK's answer (-32602), whatever orjson would make of it; what orjson refuses
     (lone surrogates, say) gets the SDK's answer as well, and so does what it would read rounded (an integer past 64
     bits): the SDK's parser keeps every digit. Its brackets bound how deep a message can nest; only one with that many
-    (source code in an argument has them in every line) has its containers walked, not its strings."""
-    if may_hold_wide_int(data):
-        return None
-    try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(message, dict):
-        return None
+    (source code in an argument has them in every line) has its containers walked, not its strings. A long message
+    with few values (a file in an argument) is read first and those values looked over (`looked_over`) instead."""
+    if len(data) >= LOOK_OVER_FROM:
+        # A message that carries a file: read first, its few values looked over instead of its every byte scanned.
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if type(message) is not dict:
+            return None
+        seen = looked_over(message)
+        if seen is not None:
+            rounded, depth = seen
+            return None if rounded or depth >= PARSER_DEPTH else message
+        if may_hold_wide_int(data):
+            return None
+    else:
+        if may_hold_wide_int(data):
+            return None
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(message, dict):
+            return None
     if opening_brackets(data) >= PARSER_DEPTH and nests_deeper(message, PARSER_DEPTH):
         return None
     return message

@@ -372,8 +372,7 @@ async def test_an_odd_handshake_era_call_gets_the_same_answer_and_record_either_
         for case, arguments in ODD.items():
             answers, kinds, before = [], [], len(box.tool_calls())
             for request_id in (SDK_ID, SHORTCUT_ID):
-                call = {"name": "call_tool_read", "arguments": arguments}
-                body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
+                body = plain_request(request_id, False, arguments)
                 payload = json.dumps(body).encode("utf-8", "surrogatepass")
                 response = await http.post(served.url, content=payload, headers=session)
                 message = {k: v for k, v in message_of(response).items() if k != "id"}
@@ -402,8 +401,7 @@ async def test_an_odd_result_reaches_the_agent_the_same_either_way(served: Daemo
                     body = call_body(request_id, "call_tool_read", arguments, sdk_way=request_id == SDK_ID)
                     headers = modern_headers(served, body)
                 else:
-                    call = {"name": "call_tool_read", "arguments": arguments}
-                    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
+                    body = plain_request(request_id, False, arguments)
                     headers = session
                 response = await http.post(served.url, content=json.dumps(body), headers=headers)
                 answers.append((response.status_code, {k: v for k, v in message_of(response).items() if k != "id"}))

@@ -19,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from mcphost.activity.reader import LOOK_OVER_FROM
 from tests.helpers import (
     Hostile,
     RawAgent,
@@ -316,15 +317,21 @@ async def opened(
     return raw
 
 
-def plain_request(request_id: Any, modern: bool, arguments: dict[str, Any] = READ) -> dict[str, Any]:
+def plain_request(request_id: Any, modern: bool, arguments: dict[str, Any] | None = READ) -> dict[str, Any]:
     """A call_tool_read request in the era asked; with SDK_ID it goes the SDK's way, with SHORTCUT_ID the
-    shortcut's (in the 2026 era by an explicit null `requestState`, as the id alone would take it too)."""
+    shortcut's: in the 2026 era by an explicit null `requestState`, as the id alone would take it too; in the
+    handshake era by the id's digits, which send a short line the SDK's way, and a long one (read first, its values
+    looked over: the digits are no integer) by a member beside the request's own, which the SDK's reading passes
+    over and the shortcut leaves to it."""
     params: dict[str, Any] = {"name": "call_tool_read", "arguments": arguments}
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     if modern:
         params["_meta"] = modern_meta()
         if request_id == SDK_ID:
             params["requestState"] = None
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    elif request_id == SDK_ID and len(json.dumps(message)) >= LOOK_OVER_FROM:
+        message["sdk_way"] = None
+    return message
 
 
 async def both_ways(

@@ -23,7 +23,10 @@ from mcphost.activity.query import (
 )
 from mcphost.activity.reader import (
     BLOCK,
+    LOOK_OVER_FROM,
     Follower,
+    loads_exact,
+    looked_over,
     may_hold_wide_int,
     opening_brackets,
     records_newest_first,
@@ -378,3 +381,57 @@ def test_what_the_look_guards_against_is_real() -> None:
 
     text = b'{"a": 1180591620717411303425}'
     assert json.loads(text)["a"] == 2**70 + 1 and orjson.loads(text)["a"] != 2**70 + 1
+
+
+FILE = "".join(f"    rows[{n}] = {{'id': [{n}], 'ok': \"items\"}}\n" for n in range(200))  # over LOOK_OVER_FROM
+
+
+def exact_pairs(value: Any) -> Any:
+    """`value` with every number as (its type, its value): 1 and 1.0 compare equal, but are not the same reading."""
+    if isinstance(value, dict):
+        return {k: exact_pairs(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [exact_pairs(v) for v in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (type(value).__name__, repr(value))
+    return value
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"n": 2**70},  # past 64 bits: orjson would round it
+        {"deep": [[[{"n": -(2**64) - 1}]]]},
+        {"n": 2**64 - 1, "m": -(2**63), "f": 1.5, "g": -0.0, "h": 1e19, "i": 9.3e18},  # exact in both, or a float
+        {"digits": "12345678901234567890123"},  # a run of digits in a string: nothing rounded
+        {"many": list(range(400))},  # more values than are looked over: the scan decides
+        {"many": [*range(400), 2**70]},
+        {"nan": float("nan")},
+    ],
+    ids=lambda e: ",".join(e) or "plain",
+)
+def test_a_long_text_is_read_with_every_digit_kept_whichever_way_it_is_checked(extra: dict[str, Any]) -> None:
+    # Long texts are read first and their values looked over; short ones scanned first. Either way the reading is
+    # Python's own, number for number.
+    for text in (FILE, "short"):
+        data = json.dumps({"file": text, **extra}).encode()
+        expected = json.loads(data)
+        got = loads_exact(data)
+        assert exact_pairs(got) == exact_pairs(expected) or "nan" in extra
+        assert ("nan" not in extra) or got["nan"] != got["nan"]
+        assert len(data) >= LOOK_OVER_FROM or text == "short"
+
+
+def test_looking_over_a_value_finds_what_orjson_rounded_and_how_deep_it_nests() -> None:
+    import orjson
+
+    for depth in range(1, 8):
+        value = orjson.loads("[" * depth + "]" * depth)
+        assert looked_over(value) == (False, depth)
+    for rounded in (b'{"a": [1, {"b": 1180591620717411303424}]}', b'{"a": -9223372036854775809}'):
+        seen = looked_over(orjson.loads(rounded))
+        assert seen is not None and seen[0] is True  # how deep it went before it found one says nothing
+    assert looked_over(orjson.loads(b'{"a": [1, 2.5, 9223372036854775807, -9223372036854775808]}')) == (False, 2)
+    assert looked_over({"a": list(range(300))}) is None
+    assert looked_over({"a": list(range(300))}, at_most=400) == (False, 2)

@@ -4,6 +4,7 @@ write of its record) always completes before the session ends."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anyio
 import pydantic_core
@@ -159,3 +160,27 @@ def test_what_the_shortcut_parses_the_sdks_parser_reads_too(depth: int) -> None:
         taken = shortcut_message(data.encode()) is not None
         assert read or not taken, depth
         assert taken or depth > 150, depth
+
+
+SOURCE = "".join(f"rows[{n}] = {{'k': [{n}]}}\n" for n in range(300))  # a file's worth: read first, then looked over
+
+
+@pytest.mark.parametrize("text", [SOURCE, "x"], ids=["long", "short"])
+def test_a_message_the_sdks_parser_reads_otherwise_is_left_to_it_however_long(text: str) -> None:
+    def line(arguments: dict[str, Any]) -> bytes:
+        params = {"name": "call_tool_read", "arguments": {"args": {"text": text, **arguments}}}
+        return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+
+    assert shortcut_message(line({"n": 2**70})) is None  # orjson would round it; the SDK keeps every digit
+    assert shortcut_message(line({"n": [[-(2**64) - 1]]})) is None
+    deep: Any = []
+    for _ in range(250):
+        deep = [deep]
+    assert shortcut_message(line({"deep": deep})) is None  # deeper than the SDK's parser goes
+    # A float past 2**63 (any that large has no fraction) may be an integer orjson rounded: the SDK's, to be safe.
+    assert shortcut_message(line({"f": 1e19})) is None or text == "x"
+    plain = line({"n": 2**63 - 1, "f": 2.5e-300, "id": "12345678901234567890123"})
+    taken = shortcut_message(plain)
+    assert taken == json.loads(plain) or text == "x"  # short: a run of 19 digits sends it the long way, to be safe
+    if text == SOURCE:
+        assert taken is not None and taken["params"]["arguments"]["args"]["n"] == 2**63 - 1
