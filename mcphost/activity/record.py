@@ -273,6 +273,18 @@ class CallRecord:
         except (RecursionError, ValueError, TypeError):
             self._scrubbed_early = None  # the line's own scrub meets it again, and says so in the record
 
+    def settle_response(self) -> None:
+        """`settle` for the answer's preview, once the answer is in: made as the line's scrub makes it, the line then
+        need not take the long way for it (JSON in a preview is escaped quotes throughout, which the look before the
+        short way does not read past)."""
+        value = self.response_preview
+        if value is None:
+            return
+        early = self._scrubbed_early
+        if early is None:
+            early = self._scrubbed_early = {}
+        early["response_preview"] = (value, scrub(value))
+
     def copy(self) -> CallRecord:
         """Another record of the same call (its start); what the two share is never changed in place."""
         twin = CallRecord.__new__(CallRecord)

@@ -298,6 +298,7 @@ class Gateway:
             record.response_preview = capture_response(
                 response_text(answer.get("content", []), answer.get("structuredContent")), log.response_preview_bytes
             )
+            record.settle_response()
         except GatewayError as err:
             outcome.error = err
             outcome.status = _status_for(err.code)

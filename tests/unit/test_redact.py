@@ -716,6 +716,7 @@ def test_a_calls_plain_record_writes_the_line_and_dict_its_model_writes(text: st
         assert json.loads(line)["metadata"]["tool_variant"] == "call_tool_read"
         settled, _ = _call_records(fields)
         settled.settle()  # as the gateway does while the upstream works
+        settled.settle_response()  # and once its answer is in
         settled_line, settled_dict = settled.encode_line()
         assert settled_line == line
         assert settled_dict() == expected_dict
@@ -764,6 +765,39 @@ def test_a_settled_record_whose_arguments_changed_scrubs_the_new_ones() -> None:
     call.arguments = {"note": f"see\n{secret}"}
     line = call.encode_line()[0].decode()
     assert secret not in line and line.count("[REDACTED") == 2
+
+
+def test_a_settled_response_preview_that_changed_is_scrubbed_as_it_is_now() -> None:
+    secret = FAKES["github_fine_grained"]()
+    call, _ = _call_records({"server": "probe", "response_preview": '{"note": "a\\"b"}'})
+    call.settle_response()
+    call.response_preview = f'{{"note": "{secret}"}}'
+    line = call.encode_line()[0].decode()
+    assert secret not in line and "[REDACTED" in line
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_json_response_preview_settled_once_the_answer_is_in_takes_the_short_way(
+    settled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Escaped quotes in a preview of JSON send a line the long way (scrubbed whole, written twice) unless the preview
+    # was settled: then only the fields no one has scrubbed are looked at.
+    from mcphost.activity import record as record_module
+
+    ways: list[str] = []
+    long_way = record_module._scrubbed
+
+    def counted(*args: Any) -> Any:
+        ways.append("long")
+        return long_way(*args)
+
+    monkeypatch.setattr(record_module, "_scrubbed", counted)
+    call, _ = _call_records({"server": "probe", "response_preview": '[{"id": 1, "title": "say \\"hi\\""}]'})
+    if settled:
+        call.settle_response()
+    line = call.encode_line()[0]
+    assert json.loads(line)["response_preview"] == call.response_preview
+    assert ways == ([] if settled else ["long"])
 
 
 @pytest.mark.parametrize("settled", [False, True])
