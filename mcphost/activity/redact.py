@@ -220,9 +220,14 @@ def _is_secret(key: str, extra: frozenset[str]) -> bool:
 
 
 def _extra_set(extra_keys: Iterable[str]) -> frozenset[str]:
+    if isinstance(extra_keys, tuple | list) and not extra_keys:
+        return _NO_EXTRA  # a record's every scrub: without a generator's frame
     if isinstance(extra_keys, str):  # a lone string would otherwise be taken as its characters
         extra_keys = (extra_keys,)
     return frozenset(_normalize(k) for k in extra_keys)
+
+
+_NO_EXTRA: frozenset[str] = frozenset()
 
 
 def is_secret_key(key: str, extra_keys: Iterable[str] = ()) -> bool:
