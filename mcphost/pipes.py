@@ -466,6 +466,15 @@ def dump_line(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+def json_size(value: Any) -> int:
+    """Bytes of `value` as compact UTF-8 JSON; what orjson refuses (integers past 64 bits, lone surrogates) measured
+    by Python's encoder."""
+    try:
+        return len(orjson.dumps(value))
+    except (orjson.JSONEncodeError, TypeError):
+        return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
+
+
 def valid_id(value: Any) -> bool:
     """Whether `value` can be a JSON-RPC request id: a string or an integer."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

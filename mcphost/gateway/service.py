@@ -17,7 +17,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-import orjson
 
 from mcphost.activity.capture import capture_arguments, capture_response, response_text
 from mcphost.activity.record import CallRecord, RecordType, Status, new_record_id, utc_now
@@ -37,6 +36,7 @@ from mcphost.intent import (
     raw_intent,
     recommended_variant,
 )
+from mcphost.pipes import json_size
 from mcphost.policy import NoEditor
 from mcphost.upstream.connection import (
     State,
@@ -484,21 +484,13 @@ class _Progress:
             return
         self.captured = True
         try:
-            record.request_bytes = len(self.args_json) if self.args_json is not None else _json_size(self.args)
+            record.request_bytes = len(self.args_json) if self.args_json is not None else json_size(self.args)
             record.arguments, record.arguments_preview = capture_arguments(
                 self.args, log.arguments_max_bytes, log.redact_keys
             )
         except Exception as exc:  # a bug must cost the record its arguments, never the call its record
             logger.exception("the arguments of a call could not be captured")
             record.arguments, record.arguments_preview = None, f"[not recordable: {type(exc).__name__}]"
-
-
-def _json_size(value: Any) -> int:
-    """Bytes of `value` as compact UTF-8 JSON."""
-    try:
-        return len(orjson.dumps(value))
-    except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, lone surrogates
-        return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
 
 
 def _refuses(loaded: LoadedConfig) -> bool:

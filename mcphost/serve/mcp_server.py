@@ -35,7 +35,7 @@ from mcphost.gateway.tools import LEGACY_CALL_TOOL, LEGACY_CALL_TOOL_MESSAGE, RE
 from mcphost.intent import ToolVariant
 from mcphost.pipes import dump_line, id_key, valid_id
 from mcphost.serve.stdio import CallCut, Outbox, Send
-from mcphost.upstream.connection import plain_text_result
+from mcphost.upstream.connection import Encodings, plain_text_result
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +69,7 @@ def outcome_data(outcome: CallOutcome) -> dict[str, Any]:
     return data
 
 
-# A tool answer's large parts as orjson wrote them for the call's record, by identity (`ToolResult.encodings`).
-Encodings = Mapping[int, tuple[Any, orjson.Fragment]]
-_NO_ENCODINGS: Encodings = {}
+_NO_ENCODINGS: Encodings = {}  # an answer with no large part, or none from an upstream
 
 
 async def call_result(gateway: Gateway, name: str, arguments: dict[str, Any], ctx: CallContext) -> dict[str, Any]:

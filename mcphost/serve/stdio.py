@@ -110,28 +110,22 @@ def shortcut_message(data: bytes) -> dict[str, Any] | None:
     bits): the SDK's parser keeps every digit. Its brackets bound how deep a message can nest; only one with that many
     (source code in an argument has them in every line) has its containers walked, not its strings. A long message
     with few values (a file in an argument) is read first and those values looked over (`looked_over`) instead."""
-    if len(data) >= LOOK_OVER_FROM:
-        # A message that carries a file: read first, its few values looked over instead of its every byte scanned.
-        try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return None
-        if type(message) is not dict:
-            return None
+    # A message that carries a file is read first, its few values looked over instead of its every byte scanned.
+    long = len(data) >= LOOK_OVER_FROM
+    if not long and may_hold_wide_int(data):
+        return None
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(message) is not dict:
+        return None
+    if long:
         seen = looked_over(message)
         if seen is not None:
             rounded, depth = seen
             return None if rounded or depth >= PARSER_DEPTH else message
         if may_hold_wide_int(data):
-            return None
-    else:
-        if may_hold_wide_int(data):
-            return None
-        try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(message, dict):
             return None
     if opening_brackets(data) >= PARSER_DEPTH and nests_deeper(message, PARSER_DEPTH):
         return None

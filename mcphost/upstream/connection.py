@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 import os
@@ -37,6 +36,7 @@ from pydantic import Field, ValidationError
 from mcphost import __version__
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
+from mcphost.pipes import json_size
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
@@ -120,6 +120,10 @@ class _CheckedResult(types.CallToolResult):
     content: list[Annotated[types.ContentBlock, Field(discriminator="type")]]
 
 
+# A tool answer's large parts as orjson wrote them, by each part's identity, the part held beside its writing.
+Encodings = dict[int, tuple[Any, orjson.Fragment]]
+
+
 class ToolResult:
     """A tool's answer, checked to be one, as the server sent it (JSON-ready), so that passing it on needs no second
     serialization. The SDK's model of it is made for whoever asks (`model`): an answer of plain text blocks, what
@@ -134,7 +138,7 @@ class ToolResult:
         # Its large parts (a text block's text, the structured content) as orjson wrote them to measure the answer,
         # by the part's identity, for the agent's copy to be written with (`json_size`). Each entry holds its part, so
         # no other object can take that identity while the entry lives.
-        self.encodings: dict[int, tuple[Any, orjson.Fragment]] = {}
+        self.encodings: Encodings = {}
 
     def json_size(self) -> int:
         """Bytes of the answer as compact JSON. A large text or structured content is written once for it and kept
@@ -159,7 +163,7 @@ class ToolResult:
             return len(orjson.dumps(data if parts is None else parts))
         except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits, lone surrogates
             self.encodings.clear()
-            return len(json.dumps(data, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
+            return json_size(data)
 
     def _kept(self, part: Any) -> orjson.Fragment | None:
         """`part` as written, kept for the agent's answer; None for a part too short to keep (written again with the
