@@ -79,7 +79,6 @@ async def _relay(first: Target, path: Path, args: argparse.Namespace, stop: anyi
 
 def _in_process(args: argparse.Namespace) -> int:
     from mcphost.config import ConfigError
-    from mcphost.serve.stdio import serve_stdio
 
     try:
         loaded = _load(args)
@@ -87,12 +86,12 @@ def _in_process(args: argparse.Namespace) -> int:
         fail(f"{exc}\nFix the file, or check it with `mcphost config validate`.")
 
     async def main(stop: anyio.Event) -> None:
-        async with (
-            _local_server(args, loaded) as (server, shortcut),
-            serve_stdio(stop, shortcut, answer_after_eof=True) as (read, write),
-        ):
-            freeze_startup_heap()
-            await server.run(read, write, server.create_initialization_options())
+        async with _local_server(args, loaded) as (server, shortcut):
+            from mcphost.serve.stdio import serve_stdio
+
+            async with serve_stdio(stop, shortcut, answer_after_eof=True) as (read, write):
+                freeze_startup_heap()
+                await server.run(read, write, server.create_initialization_options())
 
     anyio.run(until_signalled, main)
     return 0
@@ -112,17 +111,32 @@ async def _local_server(
     args: argparse.Namespace, loaded: Any = None
 ) -> AsyncIterator[tuple[Server[Any], ShortcutFactory]]:
     """The gateway in this process: its Host (upstreams started, config followed), the agent's MCP server, and the
-    shortcut its tool calls take past the server's dispatch."""
-    from mcphost.host import Host
-    from mcphost.serve.mcp_server import DirectCalls, build_server, stdio_session_id
+    shortcut its tool calls take past the server's dispatch.
+
+    The upstreams' processes are spawned first, before the MCP SDK is imported: both starts are mostly imports,
+    and on two CPUs they then overlap instead of adding up (the agent's first call comes some 0.3 s sooner)."""
+    from functools import partial
+
+    from mcphost.config.models import launch_spec
+    from mcphost.upstream.spawn import EarlyStarts
 
     # A relay falling back here reports a config that does not load (ConfigError) instead of exiting.
     if loaded is None:
         loaded = _load(args)
-    session_id = stdio_session_id()
-    async with Host(loaded, watch=True) as host:
-        server = build_server(host.gateway, session_id=session_id)
-        yield server, DirectCalls.factory(host.gateway, session_id, server)
+    early = EarlyStarts()
+    try:
+        await early.start({name: launch_spec(server) for name, server in loaded.config.enabled_servers().items()})
+
+        from mcphost.host import Host
+        from mcphost.serve.mcp_server import DirectCalls, build_server, stdio_session_id
+        from mcphost.upstream.connection import configured_transport
+
+        session_id = stdio_session_id()
+        async with Host(loaded, watch=True, connect=partial(configured_transport, early=early)) as host:
+            server = build_server(host.gateway, session_id=session_id)
+            yield server, DirectCalls.factory(host.gateway, session_id, server)
+    finally:
+        await early.stop_left()
 
 
 async def until_signalled(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import random
 import sys
 import time
@@ -40,6 +39,7 @@ from mcphost.pipes import json_size
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
+from mcphost.upstream.spawn import EarlyStarts, Launch, own_env
 from mcphost.upstream.stdio import LaneClosed, RawLane, stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -250,25 +250,27 @@ def describe_exception(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def _transport(
-    name: str, config: ServerConfig, on_eof: Callable[[], None], on_lane: Callable[[RawLane], None]
+    name: str,
+    config: ServerConfig,
+    on_eof: Callable[[], None],
+    on_lane: Callable[[RawLane], None],
+    early: EarlyStarts | None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     if config.command is not None:
-        env = dict(config.env)
-        if "MCPHOST_DATA_DIR" in os.environ:
-            # mcphost's own servers (the demo todo server) keep their data where the host keeps its own.
-            env.setdefault("MCPHOST_DATA_DIR", os.environ["MCPHOST_DATA_DIR"])
         if sys.platform == "win32":  # pragma: no cover - no process groups or pdeathsig to set up there
-            params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
+            params = StdioServerParameters(
+                command=config.command, args=config.args, env=own_env(config), cwd=config.cwd
+            )
             guard = Guard(name, config.max_result_bytes, measure=True, on_eof=on_eof)
             async with stdio_client(params, errlog=sys.stderr) as (read, write):
                 yield guard.wrap(read, write)
             return
+        launch = Launch.of(config)
+        assert launch is not None
         # Lines are measured before they are parsed, so the guard need not measure again.
         guard = Guard(name, config.max_result_bytes, measure=False, on_eof=on_eof)
-        transport = stdio_transport(
-            name, config.command, config.args, env, config.cwd, config.max_result_bytes, on_lane
-        )
-        async with transport as (read, write):
+        spawned = early.take(name, launch) if early is not None else None
+        async with stdio_transport(name, launch, config.max_result_bytes, on_lane, spawned) as (read, write):
             yield guard.wrap(read, write)
     else:
         assert config.url is not None
@@ -288,9 +290,11 @@ class _ConfiguredTransport:
     """The configured server's transport, as the `Client` enters it; `lane` is its raw lane for tool calls while
     it is open (stdio only)."""
 
-    def __init__(self, name: str, config: ServerConfig, on_eof: Callable[[], None]) -> None:
+    def __init__(
+        self, name: str, config: ServerConfig, on_eof: Callable[[], None], early: EarlyStarts | None = None
+    ) -> None:
         self.lane: RawLane | None = None
-        self._context = _transport(name, config, on_eof, self._set_lane)
+        self._context = _transport(name, config, on_eof, self._set_lane, early)
 
     def _set_lane(self, lane: RawLane) -> None:
         self.lane = lane
@@ -303,8 +307,12 @@ class _ConfiguredTransport:
         return await self._context.__aexit__(*exc_info)
 
 
-def configured_transport(name: str, config: ServerConfig, on_eof: Callable[[], None]) -> Any:
-    return _ConfiguredTransport(name, config, on_eof)
+def configured_transport(
+    name: str, config: ServerConfig, on_eof: Callable[[], None], early: EarlyStarts | None = None
+) -> Any:
+    """The configured server's transport; a stdio server's process is taken from `early` when it was spawned there
+    as this connection would spawn it."""
+    return _ConfiguredTransport(name, config, on_eof, early)
 
 
 class UpstreamServer:

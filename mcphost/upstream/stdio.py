@@ -1,10 +1,7 @@
 """The stdio transport to an upstream server: the SDK's (newline-delimited JSON-RPC over the child's stdin and
 stdout), with what a host needs besides.
 
-- The child can never outlive the host. It leads its own process group (the host's terminal signals do not reach
-  it; closing stops the whole group) and, on Linux, gets SIGKILL when the host dies (PR_SET_PDEATHSIG), even by
-  kill -9, when no cleanup of ours runs. The SDK's stdio_client cannot set that up: it spawns through
-  anyio.open_process, which takes no preexec_fn.
+- The child can never outlive the host (`spawn`: its own process group, and SIGKILL when the host dies).
 - A line longer than the limit is counted, not kept, and reaches the session as `MessageTooLarge`.
 - Its stderr goes through `stderr.relay`, never straight into the host's.
 - Tool calls can skip the SDK session (`RawLane`): a call is the busiest thing a host does, and the session's
@@ -14,17 +11,14 @@ stdout), with what a host needs besides.
   the session.
 
 On close: stdin closes (the spec's shutdown), then SIGTERM to the group after a grace period, then SIGKILL.
+A process spawned before the host was up (`spawn.EarlyStarts`) is taken over as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import itertools
 import logging
-import os
-import signal
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, cast
@@ -33,53 +27,23 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 import orjson
-from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
 from mcphost.activity.reader import loads_exact
 from mcphost.console import safe
-from mcphost.pipes import STREAM_PIPE, dump_line, linux_libc, offered, read_in_chunks, widen_pipe
+from mcphost.pipes import dump_line, offered, read_in_chunks
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
+from mcphost.upstream.spawn import Launch, Spawned, TappedProtocol, spawn, stop_process_group
 
 logger = logging.getLogger(__name__)
 
-# Grace for the server to exit on its own once its stdin closes, then after SIGTERM (the SDK's timings).
-EXIT_GRACE = 2.0
-TERM_GRACE = 2.0
-KILL_REAP = 2.0
 _WRITER_FLUSH = 0.5
 _STDERR_DRAIN = 0.5
-_EXIT_POLL = 0.01
 _CHUNK = 256 * 1024
-# The stream's buffer limit, as asyncio.create_subprocess_exec sets it.
-_LIMIT = 2**16
 # Bytes of an oversized line kept at each end: enough for its JSON-RPC envelope.
 _ENDS = 512
-
-_PR_SET_PDEATHSIG = 1
-
-
-# Looked up once, here: the child between fork and exec should do as little as it can.
-_PRCTL: Callable[..., int] | None = linux_libc(
-    "prctl", [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong], ctypes.c_int
-)
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    prctl = _PRCTL
-    if prctl is None:
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # The host may have died between fork and prctl: then no signal will ever come.
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
 
 
 class LineReader:
@@ -141,51 +105,6 @@ def parse_line(line: bytes) -> SessionMessage | Exception:
     except ValueError as exc:
         logger.warning("upstream sent a line that is not JSON-RPC: %s", safe(line[:200].decode("utf-8", "replace")))
         return exc
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-async def _wait(done: Callable[[], bool], limit_s: float) -> bool:
-    """Poll `done` for at most `limit_s` seconds: the end of a process group has no event to wait on (and
-    asyncio's Process.wait() also waits for the pipes, which a surviving grandchild may hold)."""
-    with anyio.move_on_after(limit_s):
-        while not done():  # noqa: ASYNC110
-            await anyio.sleep(_EXIT_POLL)
-    return done()
-
-
-async def stop_process_group(process: asyncio.subprocess.Process) -> None:
-    """Stop the server and every process of its group: stdin closed, then SIGTERM, then SIGKILL. Bounded."""
-    pgid = process.pid  # it leads its own group (start_new_session)
-    if process.stdin is not None:
-        process.stdin.close()
-
-    def exited() -> bool:
-        return process.returncode is not None
-
-    def all_gone() -> bool:
-        return exited() and not _group_alive(pgid)
-
-    if not await _wait(exited, EXIT_GRACE) or _group_alive(pgid):
-        # Also when the server itself left: what it started in its group goes with it.
-        _signal_group(pgid, signal.SIGTERM)
-        if not await _wait(all_gone, TERM_GRACE):
-            _signal_group(pgid, signal.SIGKILL)
-            if not await _wait(exited, KILL_REAP):
-                logger.warning("upstream process %d is still alive after SIGKILL; abandoning it", process.pid)
 
 
 class LaneClosed(Exception):
@@ -328,29 +247,13 @@ class RawLane:
                 answer.set_exception(LaneClosed(reason))
 
 
-class _TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's protocol for a subprocess's pipes, keeping the count a tap on stdout (`_StdoutPipe`) goes by:
-    `fed`, the bytes that reached the stream the reader reads, `taken`, those its reader took; `busy`, the reader
-    is at work on what it took (then a line that arrives now waits its turn behind those)."""
-
-    fed = 0
-    taken = 0
-    busy = True
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        # What came before the stdout pipe had `_StdoutPipe` in front of it, and any other pipe's output.
-        if fd == 1:
-            self.fed += len(data)
-        super().pipe_data_received(fd, data)
-
-
 class _StdoutPipe(asyncio.Protocol):
     """In front of asyncio's own protocol on the server's stdout pipe. A chunk goes to the tap, else straight into
     the stream: asyncio hands a subprocess's output over a loop turn later (`call_soon`), the turn an answer used
     to wait for. Everything else (the end of the output) still goes asyncio's way, after every chunk."""
 
     def __init__(
-        self, streams: _TappedProtocol, inner: asyncio.Protocol, tap: Callable[[bytes], bool], limit: int
+        self, streams: TappedProtocol, inner: asyncio.Protocol, tap: Callable[[bytes], bool], limit: int
     ) -> None:
         self.streams = streams
         self.inner = inner
@@ -381,36 +284,16 @@ class _StdoutPipe(asyncio.Protocol):
 @asynccontextmanager
 async def stdio_transport(
     name: str,
-    command: str,
-    args: list[str],
-    env: dict[str, str],
-    cwd: str | None,
+    launch: Launch,
     max_message_bytes: int,
     on_lane: Callable[[RawLane], None] | None = None,
+    spawned: Spawned | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Spawn the server and yield the (read, write) streams of `SessionMessage` the SDK's Client speaks over;
-    `on_lane` gets the raw lane beside them."""
-    loop = asyncio.get_running_loop()
-    # What asyncio.create_subprocess_exec does, with a protocol that can take a lane's answer as it arrives.
-    pipes, tapped = await loop.subprocess_exec(
-        lambda: _TappedProtocol(limit=_LIMIT, loop=loop),
-        command,
-        *args,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=get_default_environment() | env,
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=_die_with_parent(),
-    )
-    process = asyncio.subprocess.Process(pipes, tapped, loop)
-    # A call or an answer past what a pipe holds (64 KiB unwidened) crossed it in pieces: a wake-up and a read each.
-    for fd in (0, 1):
-        transport = pipes.get_pipe_transport(fd)
-        pipe = transport.get_extra_info("pipe") if transport is not None else None
-        if pipe is not None:
-            widen_pipe(pipe.fileno(), STREAM_PIPE)
+    """Spawn the server (or take `spawned`, its process started as `launch` says) and yield the (read, write)
+    streams of `SessionMessage` the SDK's Client speaks over; `on_lane` gets the raw lane beside them."""
+    if spawned is None:
+        spawned = await spawn(launch)
+    pipes, tapped, process = spawned.pipes, spawned.tapped, spawned.process
     # From here on, no await before the try: a cancellation in between would leak the live process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -497,10 +380,8 @@ async def stdio_transport(
         # Its last words (a traceback, say) are what explains why it stopped.
         with anyio.move_on_after(_STDERR_DRAIN):
             await stderr_done.wait()
-        transport = getattr(process, "_transport", None)
-        if transport is not None:
-            # Else it stays open, and warns at collection, while a survivor holds a pipe.
-            transport.close()
+        # Else the pipes stay open, and warn at collection, while a survivor holds one.
+        pipes.close()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdout, name=f"stdout:{name}")

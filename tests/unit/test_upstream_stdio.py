@@ -17,6 +17,7 @@ from mcp.shared.message import SessionMessage
 
 from mcphost.upstream import stdio
 from mcphost.upstream.guard import MessageTooLarge
+from mcphost.upstream.spawn import Launch, default_environment
 from mcphost.upstream.stdio import LineReader, RawLane, parse_line
 
 
@@ -88,7 +89,8 @@ async def _server(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[RawLan
 
     monkeypatch.setattr(stdio, "LineReader", Watched)
     lanes: list[RawLane] = []
-    async with stdio.stdio_transport("t", sys.executable, ["-c", _SERVER], {}, None, 1 << 20, lanes.append) as (
+    launch = Launch(sys.executable, ("-c", _SERVER), default_environment(), None)
+    async with stdio.stdio_transport("t", launch, 1 << 20, lanes.append) as (
         from_server,
         _,
     ):
