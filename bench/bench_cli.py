@@ -7,7 +7,8 @@ Part 1 starts `mcphost serve` (probe upstream, sandboxed like every bench here) 
 generated records, then times each command as a subprocess with stdout to a file, every command once per round in
 rotated order, and `python -c pass` in the same rounds as the baseline; in the same rounds, what an agent waits for
 when it starts its MCP server: the spawn of `mcphost mcp` (relayed to the daemon, and `--in-process`) to its answer to
-`initialize`, against the same for probe.py, an MCP server on the Python SDK, spawned directly. Part 2 generates a
+`initialize`, against the same for probe.py, an MCP server on the Python SDK, spawned directly; and a daemon starting
+(a config of its own), to its discovery file and to its upstream connected. Part 2 generates a
 log of a million records (`--quick`: 100,000) with bench_activity_log's generator and times `activity list
 --intent-type destructive --limit 0` (text and `-o json`) against `grep -c destructive`. Every run must exit 0 and
 the first run of each command's output is checked, or the bench exits 1; the timings themselves are information.
@@ -200,6 +201,49 @@ def first_answers(server: Spawned, env: dict[str, str], root: Path) -> tuple[flo
     return initialized[0], called[0]
 
 
+def daemon_start(box: Sandbox) -> tuple[float, float]:
+    """Wall seconds from spawning `mcphost serve --port 0` on `box` (a config of its own: one daemon per config file)
+    to its discovery file (agents can connect) and to its upstream's `upstream_connected` record (a call can run).
+    The daemon is then stopped; its log is removed first, so the record found is this start's."""
+    box.activity_log.unlink(missing_ok=True)
+    with (box.root / "daemon-start.stderr").open("wb") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [*mcphost_command(), "serve", "--port", "0", "--config", str(box.config)],
+            env=box.env(),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+        )
+        discovery = box.runtime / f"daemon-{proc.pid}.json"
+        listening = connected = None
+        try:
+            while listening is None or connected is None:
+                now = time.perf_counter() - start
+                if listening is None and discovery.exists():
+                    listening = now
+                if (
+                    connected is None
+                    and box.activity_log.exists()
+                    and b'"upstream_connected"' in (box.activity_log.read_bytes())
+                ):
+                    connected = now
+                if proc.poll() is not None or now > SPAWN_TIMEOUT_S:
+                    tail = (box.root / "daemon-start.stderr").read_text(encoding="utf-8", errors="replace")
+                    raise BenchFailure(f"mcphost serve did not start and connect its upstream: {tail[-1500:].strip()}")
+                time.sleep(0.002)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert listening is not None and connected is not None
+    return listening, connected
+
+
 def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
@@ -244,6 +288,11 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
         spawned = servers(mcphost_command())
         for server in spawned:
             first_answers(server, env, box.root)  # checked, and warms what it reads
+        second = Sandbox(box.root / "second-daemon")
+        second.root.mkdir()
+        second.prepare()
+        daemon_start(second)  # checked, and warms what it reads
+        started: list[tuple[float, float]] = []
         samples: dict[str, list[float]] = {c.label: [] for c in cmds}
         opened: dict[str, list[tuple[float, float]]] = {server.label: [] for server in spawned}
         for index in range(runs):
@@ -253,6 +302,7 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
                 samples[command.label].append(run_timed(command.argv, env, box.root))
             for server in spawned[index % len(spawned) :] + spawned[: index % len(spawned)]:
                 opened[server.label].append(first_answers(server, env, box.root))
+            started.append(daemon_start(second))
     base = statistics.median(samples[cmds[0].label]) * 1000
     direct = [statistics.median(s[i] for s in opened[spawned[0].label]) * 1000 for i in (0, 1)]
     first_answers_rows = []
@@ -281,12 +331,19 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
                 "met": None if command.bound_ms is None else ms < command.bound_ms,
             }
         )
+    listening, connected = (statistics.median(s[i] for s in started) * 1000 for i in (0, 1))
     return {
         "runs": runs,
         "seed_records": seed_records,
         "rows": rows,
         "notes": notes,
         "first_answers": first_answers_rows,
+        "daemon_start": {
+            "listening_ms": listening,
+            "upstream_connected_ms": connected,
+            "listening_ratio": listening / direct[1],
+            "upstream_connected_ratio": connected / direct[1],
+        },
     }
 
 
@@ -395,6 +452,16 @@ def render(report: dict[str, Any]) -> str:
             f"  {r['server']:<62} {r['initialize_ms']:>10.0f} {r['initialize_ratio']:>6.2f}x "
             f"{r['first_call_ms']:>9.0f} {r['first_call_ratio']:>6.2f}x"
         )
+    ds = st["daemon_start"]
+    lines += [
+        "",
+        "a daemon starting (mcphost serve, a config of its own, the probe upstream): wall ms from the spawn,",
+        f"median of {st['runs']} runs in the same rounds; ratio = ms / the SDK server's first call above",
+        f"  {'listening for agents (its discovery file written)':<62} {ds['listening_ms']:>10.0f} "
+        f"{ds['listening_ratio']:>6.2f}x",
+        f"  {'its upstream connected (upstream_connected on record)':<62} {ds['upstream_connected_ms']:>10.0f} "
+        f"{ds['upstream_connected_ratio']:>6.2f}x",
+    ]
     lines += [
         "",
         f"full scan: {sc['records']:,} records, {sc['bytes'] / 1e6:.1f} MB (generated in {sc['generate_s']:.1f} s), "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from mcphost.upstream.manager import UpstreamManager
 
 if TYPE_CHECKING:
     from mcphost.activity.export import ExportStatus, OtlpExporter
+    from mcphost.upstream.spawn import EarlyStarts
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +52,8 @@ class Host:
 
     `watch=True` (the daemon, `mcphost mcp`) follows the config file: a valid save is applied between calls,
     an invalid one keeps the last good config in force and is reported until it is fixed. `connect` says what an
-    upstream's client connects to (the configured transport; in-process tests hand in MCP server objects).
+    upstream's client connects to (the configured transport; in-process tests hand in MCP server objects); with it,
+    `early` holds the stdio servers' processes spawned before the host was made, which their first connections take.
     """
 
     def __init__(
@@ -60,7 +63,10 @@ class Host:
         only_servers: list[str] | None = None,
         watch: bool = False,
         connect: Connector = configured_transport,
+        early: EarlyStarts | None = None,
     ) -> None:
+        if early is not None and connect is configured_transport:
+            connect = functools.partial(configured_transport, early=early)
         self.loaded = loaded
         self.config_error: ConfigError | None = None
         self._only = only_servers

@@ -231,15 +231,15 @@ class Daemon:
 
 
 @asynccontextmanager
-async def daemon(box: Sandbox, *extra_args: str) -> AsyncIterator[Daemon]:
-    """Start `mcphost serve`; a thread drains its stderr, so the context may be entered and left by different
-    tasks (a module-scoped fixture does that) and the pipe never fills."""
+async def daemon(box: Sandbox, *extra_args: str, env: dict[str, str] | None = None) -> AsyncIterator[Daemon]:
+    """Start `mcphost serve` (with `env` besides the sandbox's); a thread drains its stderr, so the context may be
+    entered and left by different tasks (a module-scoped fixture does that) and the pipe never fills."""
     import threading
 
     import anyio
     import anyio.to_thread
 
-    env = {**os.environ, **box.env()}
+    env = {**os.environ, **box.env(), **(env or {})}
     # Popen only forks; it does not block the loop. The thread below does the blocking reads.
     process = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, "-m", "mcphost", "serve", "--port", "0", "--config", str(box.config), *extra_args],

@@ -115,28 +115,19 @@ async def _local_server(
 
     The upstreams' processes are spawned first, before the MCP SDK is imported: both starts are mostly imports,
     and on two CPUs they then overlap instead of adding up (the agent's first call comes some 0.3 s sooner)."""
-    from functools import partial
-
-    from mcphost.config.models import launch_spec
-    from mcphost.upstream.spawn import EarlyStarts
+    from mcphost.upstream.spawn import early_starts
 
     # A relay falling back here reports a config that does not load (ConfigError) instead of exiting.
     if loaded is None:
         loaded = _load(args)
-    early = EarlyStarts()
-    try:
-        await early.start({name: launch_spec(server) for name, server in loaded.config.enabled_servers().items()})
-
+    async with early_starts(loaded.config) as early:
         from mcphost.host import Host
         from mcphost.serve.mcp_server import DirectCalls, build_server, stdio_session_id
-        from mcphost.upstream.connection import configured_transport
 
         session_id = stdio_session_id()
-        async with Host(loaded, watch=True, connect=partial(configured_transport, early=early)) as host:
+        async with Host(loaded, watch=True, early=early) as host:
             server = build_server(host.gateway, session_id=session_id)
             yield server, DirectCalls.factory(host.gateway, session_id, server)
-    finally:
-        await early.stop_left()
 
 
 async def until_signalled(

@@ -22,17 +22,11 @@ import anyio
 from mcphost import discovery
 from mcphost.cli.common import fail, freeze_startup_heap
 from mcphost.config import Config, ConfigError, LoadedConfig, load_config
-from mcphost.config.show import shown_config
 from mcphost.config.starter import embedded_default
-from mcphost.editor.hub import EditorHub
-from mcphost.editor.listener import listening, serve_stdio
-from mcphost.editor.protocol import McpEndpoint
-from mcphost.host import Host
 from mcphost.paths import UnsafeDirectory, private_runtime_dir
 from mcphost.pipes import bind_loopback
-from mcphost.serve.agent_socket import agent_socket
-from mcphost.serve.http_app import MCP_PATH, Secrets
-from mcphost.serve.http_server import serve_http
+from mcphost.serve.tokens import Secrets
+from mcphost.upstream.spawn import early_starts
 
 # Another daemon serves the same config file: not a failure of this one, so not 1 (an editor can tell it apart).
 EXIT_ANOTHER_DAEMON = 3
@@ -104,30 +98,42 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"mcphost: {exc}", file=sys.stderr)
         return 1
-    url = f"http://127.0.0.1:{port}{MCP_PATH}"
 
     async def main() -> None:
-        async with Host(loaded, watch=True) as host:
-            if startup_error is not None:
-                host.reject(startup_error)
-            hub = EditorHub(
-                broker=host.broker,
-                grants=host.grants,
-                activity=host.activity,
-                upstreams=host.upstreams,
-                config=lambda: (host.loaded.path, host.config_error),
-                endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
-                hooks=host.hooks,
-                export=host.export_status,
-                shown_config=lambda: shown_config(host.loaded),
-            )
-            host.on_event(hub.host_changed)
-            async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:
-                until = functools.partial(serve_stdio, hub) if args.stdio else None
-                freeze_startup_heap()
-                await serve_http(
-                    host, sock, secrets_, url, editor_socket=editor_socket, agent_socket=relay_socket, until=until
+        # The upstreams first: their start and the import of everything below (the MCP SDK, the web stack, the
+        # editor's protocol) are both mostly imports, and on two CPUs they overlap instead of adding up.
+        async with early_starts(loaded.config) as early:
+            from mcphost.config.show import shown_config
+            from mcphost.editor.hub import EditorHub
+            from mcphost.editor.listener import listening, serve_stdio
+            from mcphost.editor.protocol import McpEndpoint
+            from mcphost.host import Host
+            from mcphost.serve.agent_socket import agent_socket
+            from mcphost.serve.http_app import MCP_PATH
+            from mcphost.serve.http_server import serve_http
+
+            url = f"http://127.0.0.1:{port}{MCP_PATH}"
+            async with Host(loaded, watch=True, early=early) as host:
+                if startup_error is not None:
+                    host.reject(startup_error)
+                hub = EditorHub(
+                    broker=host.broker,
+                    grants=host.grants,
+                    activity=host.activity,
+                    upstreams=host.upstreams,
+                    config=lambda: (host.loaded.path, host.config_error),
+                    endpoint=McpEndpoint(url=url, headers={"Authorization": f"Bearer {secrets_.agent_token}"}),
+                    hooks=host.hooks,
+                    export=host.export_status,
+                    shown_config=lambda: shown_config(host.loaded),
                 )
+                host.on_event(hub.host_changed)
+                async with listening(hub) as editor_socket, agent_socket(host.gateway) as relay_socket:
+                    until = functools.partial(serve_stdio, hub) if args.stdio else None
+                    freeze_startup_heap()
+                    await serve_http(
+                        host, sock, secrets_, url, editor_socket=editor_socket, agent_socket=relay_socket, until=until
+                    )
 
     anyio.run(main)
     return 0

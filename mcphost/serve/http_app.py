@@ -8,8 +8,6 @@ import contextlib
 import functools
 import hmac
 import math
-import os
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -36,35 +34,11 @@ from mcphost.pipes import dump_line
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
 from mcphost.serve.mcp_server import HttpCalls, modern_call, shortcut_call
 from mcphost.serve.stdio import shortcut_message
+from mcphost.serve.tokens import Secrets
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
-
-
-@dataclass(frozen=True)
-class Secrets:
-    """What the daemon's discovery file (0600) holds: the agents' token for /mcp and the scripts' token for the REST
-    API. Separate, so that holding one opens nothing else: an agent cannot read every agent's history, and a script
-    cannot act as an agent."""
-
-    agent_token: str
-    api_token: str
-
-    @classmethod
-    def for_daemon(cls) -> Secrets:
-        # A pinned token (MCPHOST_TOKEN, MCPHOST_API_TOKEN) can go into an agent's or a script's config once; by
-        # default every daemon gets fresh ones.
-        made = cls(
-            agent_token=os.environ.get("MCPHOST_TOKEN") or secrets.token_urlsafe(32),
-            api_token=os.environ.get("MCPHOST_API_TOKEN") or secrets.token_urlsafe(32),
-        )
-        if made.api_token == made.agent_token:
-            raise ValueError(
-                "MCPHOST_API_TOKEN and MCPHOST_TOKEN are the same: the agents' token would read every "
-                "agent's history; give the REST API a token of its own"
-            )
-        return made
 
 
 def _refuse(status: int, error: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -24,9 +24,10 @@ from mcphost import discovery
 from mcphost.host import Host
 from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
-from mcphost.serve.http_app import MAX_REQUEST_BODY, MCP_PATH, AgentsDoor, Claim, IdleTimer, Secrets, build_http_app
+from mcphost.serve.http_app import MAX_REQUEST_BODY, MCP_PATH, AgentsDoor, Claim, IdleTimer, build_http_app
 from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
 from mcphost.serve.stdio import CallCut
+from mcphost.serve.tokens import Secrets
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ import anyio
 from mcphost.pipes import STREAM_PIPE, linux_libc, widen_pipe
 
 if TYPE_CHECKING:
-    from mcphost.config.models import ServerConfig
+    from mcphost.config.models import Config, ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -243,3 +243,17 @@ class EarlyStarts:
         with anyio.CancelScope(shield=True):
             for spawned in left:
                 await stop(spawned)
+
+
+@asynccontextmanager
+async def early_starts(config: Config) -> AsyncIterator[EarlyStarts]:
+    """Every enabled stdio server of `config` spawned now, as a host started on it launches them, for that host's
+    connections to take (`Host(..., early=)`); what none took is stopped on the way out."""
+    from mcphost.config.models import launch_spec
+
+    early = EarlyStarts()
+    try:
+        await early.start({name: launch_spec(server) for name, server in config.enabled_servers().items()})
+        yield early
+    finally:
+        await early.stop_left()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_cli import Spawned, first_answers, servers
-from bench.bench_paths import PROBE
+from bench.bench_cli import Spawned, daemon_start, first_answers, servers
+from bench.bench_paths import PROBE, Sandbox
 from bench.common import BenchFailure
 
 
@@ -35,3 +35,14 @@ def test_a_relay_that_does_not_say_it_relays_fails_the_bench(tmp_path: Path) -> 
     stand_in = Spawned(relay.label, [sys.executable, str(PROBE)], servers([])[0].call, relay.check)
     with pytest.raises(BenchFailure, match="did not relay"):
         first_answers(stand_in, dict(os.environ), tmp_path)
+
+
+def test_a_daemon_start_is_timed_to_its_discovery_file_and_to_its_upstream_connected(tmp_path: Path) -> None:
+    box = Sandbox(tmp_path)
+    box.prepare()
+    for _ in range(2):  # the second start finds the first one's log gone and its discovery file removed
+        listening, connected = daemon_start(box)
+        assert 0 < listening < 60 and 0 < connected < 60
+        records = box.activity_log.read_text(encoding="utf-8")
+        assert records.count('"upstream_connected"') == 1
+    assert not list(box.runtime.glob("daemon-*.json"))
