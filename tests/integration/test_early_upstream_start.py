@@ -3,6 +3,7 @@ starts overlap: each upstream is spawned once, and the process spawned early is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -42,16 +43,25 @@ def _call(request_id: str, server: str) -> dict[str, Any]:
     }
 
 
-def _two_probes(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize("door", ["in-process", "daemon"])
+async def test_each_upstream_is_spawned_once_and_before_the_sdk_is_imported(
+    sandbox: Sandbox, tmp_path: Path, door: str
+) -> None:
+    spawns = tmp_path / "spawns.jsonl"
+    watched = with_sitecustomize(tmp_path, SPAWNS, MCPHOST_TEST_SPAWNS=str(spawns))
     sandbox.write_config(
         '[intent_declaration]\nstrict_server_validation = false\n\n[permissions]\nwrite = "allow"\n\n'
         + sandbox.probe_server("first")
         + sandbox.probe_server("second")
     )
-
-
-async def _call_both(sandbox: Sandbox, *args: str, env: dict[str, str] | None = None) -> None:
-    async with raw_agent(sandbox, *args, env=env) as raw:
+    async with contextlib.AsyncExitStack() as stack:
+        if door == "daemon":
+            # The agent's `mcphost mcp` relays to it: the relay spawns nothing, and is not watched.
+            await stack.enter_async_context(daemon(sandbox, env=watched))
+            args, env = [], None
+        else:
+            args, env = ["--in-process"], watched
+        raw = await stack.enter_async_context(raw_agent(sandbox, *args, env=env))
         await raw.initialize()
         pids = {}
         for server in ("first", "second"):
@@ -60,33 +70,9 @@ async def _call_both(sandbox: Sandbox, *args: str, env: dict[str, str] | None = 
             assert "error" not in answer and not answer["result"].get("isError"), answer
             pids[server] = json.loads(answer["result"]["content"][0]["text"])["pid"]
         assert pids["first"] != pids["second"]
-
-
-def _check_spawns(sandbox: Sandbox, spawns: Path) -> None:
     noted = [json.loads(line) for line in spawns.read_text(encoding="utf-8").splitlines()]
     upstreams = [n for n in noted if str(PROBE) in n["argv"]]
     assert len(upstreams) == 2, noted  # one process each: the one spawned early is the one the calls reached
     assert not any(n["sdk"] for n in upstreams), noted
     connected = [r for r in sandbox.records() if r["type"] == "upstream_connected"]
     assert sorted(r["server"] for r in connected) == ["first", "second"]
-
-
-async def test_in_process_each_upstream_is_spawned_once_before_the_sdk_is_imported(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    spawns = tmp_path / "spawns.jsonl"
-    env = with_sitecustomize(tmp_path, SPAWNS, MCPHOST_TEST_SPAWNS=str(spawns))
-    _two_probes(sandbox)
-    await _call_both(sandbox, "--in-process", env=env)
-    _check_spawns(sandbox, spawns)
-
-
-async def test_the_daemon_spawns_each_upstream_once_before_the_sdk_is_imported(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    spawns = tmp_path / "spawns.jsonl"
-    env = with_sitecustomize(tmp_path, SPAWNS, MCPHOST_TEST_SPAWNS=str(spawns))
-    _two_probes(sandbox)
-    async with daemon(sandbox, env=env):
-        await _call_both(sandbox)  # relayed to the daemon: the relay itself spawns nothing, and is not watched
-    _check_spawns(sandbox, spawns)
