@@ -110,6 +110,14 @@ def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
             call,
         ),
         Command("mcphost tools notes", [*mcphost, "tools", "notes"], CALL_BOUND_MS, tools),
+        # No daemon asked: the command starts the upstream itself (no bound; what a person without a daemon waits).
+        Command(
+            "mcphost call tool-read --in-process probe:read_notes ...",
+            [*mcphost, "call", "tool-read", "--in-process", "probe:read_notes", "--args", '{"text":"x"}'],
+            None,
+            call,
+        ),
+        Command("mcphost tools notes --in-process", [*mcphost, "tools", "notes", "--in-process"], None, tools),
     ]
 
 
@@ -283,7 +291,9 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
         for command in cmds:
             # Also warms the page cache, and lets the daemon's upstream finish starting before `call` is timed.
             _, err = first_run(command, env)
-            if command.argv[len(mcphost_command()) : len(mcphost_command()) + 1] == ["call"]:
+            if command.argv[len(mcphost_command()) : len(mcphost_command()) + 1] == ["call"] and (
+                "--in-process" not in command.argv
+            ):
                 notes["call"] = "through the daemon" if "through the daemon" in err else "in its own process"
         spawned = servers(mcphost_command())
         for server in spawned:

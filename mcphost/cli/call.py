@@ -94,18 +94,22 @@ def _in_process(args: argparse.Namespace, variant: ToolVariant, arguments: dict[
     import anyio
 
     from mcphost.cli.daemon_client import CALL_CLIENT
-    from mcphost.gateway.service import CallContext
-    from mcphost.host import Host
+    from mcphost.upstream.spawn import early_starts
 
     loaded = load_or_exit(args)
     server = args.name.partition(":")[0]
 
     async def main() -> CallOutcome:
-        # Only the named server is started: a one-shot call need not wait for the others.
-        async with Host(loaded, only_servers=[server]) as host:
-            # Named as through a daemon, where the name comes from the handshake's clientInfo and version.
-            ctx = CallContext(session_id=f"cli-{os.getpid()}", client=f"{CALL_CLIENT} {__version__}")
-            return await host.gateway.call(variant, arguments, ctx)
+        # Only the named server is started: a one-shot call need not wait for the others. It is spawned before the
+        # host's modules are imported, so that its start and theirs overlap.
+        async with early_starts(loaded.config, only=[server]) as early:
+            from mcphost.gateway.service import CallContext
+            from mcphost.host import Host
+
+            async with Host(loaded, only_servers=[server], early=early) as host:
+                # Named as through a daemon, where the name comes from the handshake's clientInfo and version.
+                ctx = CallContext(session_id=f"cli-{os.getpid()}", client=f"{CALL_CLIENT} {__version__}")
+                return await host.gateway.call(variant, arguments, ctx)
 
     outcome = anyio.run(main)
     for warning in outcome.warnings:

@@ -128,13 +128,17 @@ def _in_process(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str
     import anyio
 
     from mcphost.errors import GatewayError
-    from mcphost.host import Host
+    from mcphost.upstream.spawn import early_starts
 
     loaded = load_or_exit(args)
 
     async def main() -> dict[str, Any]:
-        async with Host(loaded) as host:
-            return await host.gateway.retrieve_tools(arguments)
+        # The upstreams are spawned before the host's modules are imported, so that their starts and that overlap.
+        async with early_starts(loaded.config) as early:
+            from mcphost.host import Host
+
+            async with Host(loaded, early=early) as host:
+                return await host.gateway.retrieve_tools(arguments)
 
     try:
         return anyio.run(main)

@@ -246,14 +246,16 @@ class EarlyStarts:
 
 
 @asynccontextmanager
-async def early_starts(config: Config) -> AsyncIterator[EarlyStarts]:
-    """Every enabled stdio server of `config` spawned now, as a host started on it launches them, for that host's
-    connections to take (`Host(..., early=)`); what none took is stopped on the way out."""
+async def early_starts(config: Config, only: list[str] | None = None) -> AsyncIterator[EarlyStarts]:
+    """Every enabled stdio server of `config` (of those named in `only`, when given) spawned now, as a host started
+    on it launches them, for that host's connections to take (`Host(..., early=)`); what none took is stopped on the
+    way out."""
     from mcphost.config.models import launch_spec
 
     early = EarlyStarts()
+    servers = config.enabled_servers()
     try:
-        await early.start({name: launch_spec(server) for name, server in config.enabled_servers().items()})
+        await early.start({name: launch_spec(server) for name, server in servers.items() if not only or name in only})
         yield early
     finally:
         await early.stop_left()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,37 @@ async def test_each_upstream_is_spawned_once_and_before_the_sdk_is_imported(
     assert not any(n["sdk"] for n in upstreams), noted
     connected = [r for r in sandbox.records() if r["type"] == "upstream_connected"]
     assert sorted(r["server"] for r in connected) == ["first", "second"]
+
+
+@pytest.mark.parametrize("command", ["call", "tools"])
+def test_a_command_without_a_daemon_spawns_its_upstreams_once_and_before_the_sdk_is_imported(
+    sandbox: Sandbox, tmp_path: Path, command: str
+) -> None:
+    spawns = tmp_path / "spawns.jsonl"
+    watched = with_sitecustomize(tmp_path, SPAWNS, MCPHOST_TEST_SPAWNS=str(spawns))
+    sandbox.write_config(
+        '[permissions]\nread = "allow"\n\n' + sandbox.probe_server("first") + sandbox.probe_server("second")
+    )
+    argv = {
+        # A call starts only the server it names.
+        "call": ["call", "tool-read", "--in-process", "first:read_notes", "--args", '{"text": "x"}'],
+        "tools": ["tools", "notes", "--in-process", "-o", "json"],
+    }[command]
+    done = subprocess.run(
+        [sys.executable, "-m", "mcphost", *argv],
+        env={**os.environ, **sandbox.env(), **watched},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    if command == "call":
+        assert done.stdout.strip() == "read_notes: x"
+    else:
+        assert {"first:read_notes", "second:read_notes"} <= {t["name"] for t in json.loads(done.stdout)["tools"]}
+    noted = [json.loads(line) for line in spawns.read_text(encoding="utf-8").splitlines()]
+    upstreams = [n for n in noted if str(PROBE) in n["argv"]]
+    assert len(upstreams) == (1 if command == "call" else 2), noted
+    assert not any(n["sdk"] for n in upstreams), noted
