@@ -40,6 +40,8 @@ async def test_retrieve_tools_ranks_and_recommends_a_variant_per_annotation(sand
     async with agent(sandbox) as client:
         result = await client.call_tool("retrieve_tools", {"query": "erase notes", "limit": 20})
     answer = json.loads(text_of(result))
+    # Compact and ASCII: no layout for the agent's model to read as tokens, and anything hidden shows as an escape.
+    assert text_of(result) == json.dumps(answer, separators=(",", ":"))
     assert "call_tool_read" in answer["usage_instructions"]
     by_name = {t["name"]: t for t in answer["tools"]}
     assert answer["tools"][0]["name"] == "probe:wipe_notes"
