@@ -133,7 +133,7 @@ def _in_process(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str
     loaded = load_or_exit(args)
 
     async def main() -> dict[str, Any]:
-        # The upstreams are spawned before the host's modules are imported, so that their starts and that overlap.
+        # The upstreams are spawned before the host's modules are imported: their starts and that import overlap.
         async with early_starts(loaded.config) as early:
             from mcphost.host import Host
 
