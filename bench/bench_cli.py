@@ -5,7 +5,9 @@ scan of a large activity log against `grep -c` on the same file. Run from the re
 
 Part 1 starts `mcphost serve` (probe upstream, sandboxed like every bench here) over an activity log of 10,000
 generated records, then times each command as a subprocess with stdout to a file, every command once per round in
-rotated order, and `python -c pass` in the same rounds as the baseline; in the same rounds, what an agent waits for
+rotated order, and `python -c pass` in the same rounds as the baseline (among them `call` and `tools` starting their
+own upstream, and `mcphost hook` as Claude Code runs it before each of the agent's own tool uses, with and without a
+daemon to decide); in the same rounds, what an agent waits for
 when it starts its MCP server: the spawn of `mcphost mcp` (relayed to the daemon, and `--in-process`) to its answer to
 `initialize`, against the same for probe.py, an MCP server on the Python SDK, spawned directly; and a daemon starting
 (a config of its own), to its discovery file and to its upstream connected. Part 2 generates a
@@ -68,6 +70,20 @@ class Command:
     argv: list[str]
     bound_ms: float | None
     check: Callable[[str, str], str | None]  # (stdout, stderr) -> what is wrong, or None
+    stdin: bytes = b""
+
+
+# What Claude Code sends its PreToolUse hook before the agent runs `ls -la` (a read, by the [hooks] defaults).
+HOOK_PAYLOAD = json.dumps(
+    {
+        "session_id": "bench-cli",
+        "transcript_path": "/dev/null",
+        "cwd": "/",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls -la"},
+    }
+).encode()
 
 
 def _lines(want: int, what: str) -> Callable[[str, str], str | None]:
@@ -78,7 +94,9 @@ def _lines(want: int, what: str) -> Callable[[str, str], str | None]:
     return check
 
 
-def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
+def commands(mcphost: list[str], daemon_pid: int, no_daemon_config: Path) -> list[Command]:
+    """The commands timed, with a daemon running for the default config; `no_daemon_config` is one no daemon serves."""
+
     def version(out: str, _: str) -> str | None:
         return None if out.startswith("mcphost ") else f"--version printed {out[:100]!r}"
 
@@ -93,6 +111,10 @@ def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
 
     def tools(out: str, _: str) -> str | None:
         return None if "probe:read_notes" in out else f"tools notes did not find probe:read_notes: {out[:300]!r}"
+
+    def hook(out: str, _: str) -> str | None:
+        decision = json.loads(out).get("hookSpecificOutput", {}).get("permissionDecision")
+        return None if decision == "allow" else f"the hook did not allow `ls -la`: {out[:300]!r}"
 
     return [
         Command("python -c pass (baseline)", [sys.executable, "-c", "pass"], None, lambda out, err: None),
@@ -118,6 +140,22 @@ def commands(mcphost: list[str], daemon_pid: int) -> list[Command]:
             call,
         ),
         Command("mcphost tools notes --in-process", [*mcphost, "tools", "notes", "--in-process"], None, tools),
+        # An agent's hook, run before each of its own tool uses (Claude Code's PreToolUse): the daemon decides, or,
+        # with none running for the config, this process does (it loads the config and writes the record itself).
+        Command(
+            "mcphost hook (Claude Code PreToolUse, Bash ls -la)",
+            [*mcphost, "hook", "--agent", "claude-code"],
+            None,
+            hook,
+            HOOK_PAYLOAD,
+        ),
+        Command(
+            "mcphost hook, no daemon for its config",
+            [*mcphost, "hook", "--agent", "claude-code", "--config", str(no_daemon_config)],
+            None,
+            hook,
+            HOOK_PAYLOAD,
+        ),
     ]
 
 
@@ -256,11 +294,13 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-def run_timed(argv: list[str], env: dict[str, str], root: Path) -> float:
-    """Wall seconds of one run, stdout to a regular file (as a person's terminal would take it, without drawing)."""
-    with (root / "stdout").open("wb") as out, (root / "stderr").open("wb") as err:
+def run_timed(argv: list[str], env: dict[str, str], root: Path, stdin: bytes = b"") -> float:
+    """Wall seconds of one run, stdout to a regular file (as a person's terminal would take it, without drawing),
+    stdin from a file holding `stdin`."""
+    (root / "stdin").write_bytes(stdin)
+    with (root / "stdin").open("rb") as given, (root / "stdout").open("wb") as out, (root / "stderr").open("wb") as err:
         start = time.perf_counter()
-        proc = subprocess.run(argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=err, check=False)
+        proc = subprocess.run(argv, env=env, cwd=REPO, stdin=given, stdout=out, stderr=err, check=False)
         elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         tail = (root / "stderr").read_text(encoding="utf-8", errors="replace")[-1500:].strip()
@@ -270,7 +310,7 @@ def run_timed(argv: list[str], env: dict[str, str], root: Path) -> float:
 
 def first_run(command: Command, env: dict[str, str]) -> tuple[str, str]:
     proc = subprocess.run(
-        command.argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+        command.argv, env=env, cwd=REPO, input=command.stdin.decode(), capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         raise BenchFailure(f"{command.label} exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
@@ -286,7 +326,10 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
     with ExitStack() as stack:
         daemon = start_daemon(box, stack)
         env = box.env()
-        cmds = commands(mcphost_command(), daemon.process.pid)
+        second = Sandbox(box.root / "second-daemon")
+        second.root.mkdir()
+        second.prepare()
+        cmds = commands(mcphost_command(), daemon.process.pid, second.config)
         notes: dict[str, str] = {}
         for command in cmds:
             # Also warms the page cache, and lets the daemon's upstream finish starting before `call` is timed.
@@ -298,9 +341,6 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
         spawned = servers(mcphost_command())
         for server in spawned:
             first_answers(server, env, box.root)  # checked, and warms what it reads
-        second = Sandbox(box.root / "second-daemon")
-        second.root.mkdir()
-        second.prepare()
         daemon_start(second)  # checked, and warms what it reads
         started: list[tuple[float, float]] = []
         samples: dict[str, list[float]] = {c.label: [] for c in cmds}
@@ -309,7 +349,7 @@ def measure_startup(box: Sandbox, runs: int, seed_records: int) -> dict[str, Any
             # Rotating the order spreads drift (frequency scaling, other load) over every command.
             shift = index % len(cmds)
             for command in cmds[shift:] + cmds[:shift]:
-                samples[command.label].append(run_timed(command.argv, env, box.root))
+                samples[command.label].append(run_timed(command.argv, env, box.root, command.stdin))
             for server in spawned[index % len(spawned) :] + spawned[: index % len(spawned)]:
                 opened[server.label].append(first_answers(server, env, box.root))
             started.append(daemon_start(second))
