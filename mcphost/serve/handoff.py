@@ -178,11 +178,20 @@ class LedgerFold:
     initialize: str | None = None  # the agent's initialize, as sent
     initialize_ok: bool = False  # answered with a result
     initialized: str | None = None
-    partial: bytearray = field(default_factory=bytearray)
+    # The pieces of a line taken in pieces, as noted ("text": latin-1, "part": base64), made bytes only when the
+    # relay needs the line (`partial`): on most sessions, never.
+    pieces: list[tuple[str, str]] = field(default_factory=list)
     cut: set[Any] = field(default_factory=set)  # long lines the daemon began on the agent's stdout and did not end
     # The last chunk noted, to be undone if it was never taken: (length, crc, its requests' keys, what it replaced).
-    last: tuple[int, int, list[str], tuple[bytes, str | None, str | None]] | None = None
+    last: tuple[int, int, list[str], tuple[list[tuple[str, str]], str | None, str | None]] | None = None
     _rest: bytes = b""
+
+    @property
+    def partial(self) -> bytes:
+        """The start of a line taken in pieces, not yet whole."""
+        return b"".join(
+            value.encode("latin-1") if kind == "text" else base64.b64decode(value) for kind, value in self.pieces
+        )
 
     def drain(self, fd: int) -> None:
         """Read what the ledger holds now."""
@@ -210,7 +219,7 @@ class LedgerFold:
         if "mcphost-written" in entry:
             self.cut.discard(entry["mcphost-written"])
             return
-        before = (bytes(self.partial), self.initialize, self.initialized)
+        before = (self.pieces, self.initialize, self.initialized)
         keys: list[str] = []
         for request_id, method in entry.get("take", []):
             keys.append(id_key(request_id))
@@ -221,10 +230,13 @@ class LedgerFold:
                 self.initialize, self.initialize_ok = text, False
             else:
                 self.initialized = text
-        if "part" in entry:
-            self.partial += base64.b64decode(entry["part"])
+        # A new list each time, never one changed in place: `before` holds the one it replaces.
+        if "text" in entry:
+            self.pieces = [*self.pieces, ("text", entry["text"])]
+        elif "part" in entry:
+            self.pieces = [*self.pieces, ("part", entry["part"])]
         else:
-            self.partial.clear()
+            self.pieces = []
         self.last = (entry["chunk"], entry["crc"], keys, before)
 
     def untake_last(self, stdin: Peeker) -> None:
@@ -238,8 +250,7 @@ class LedgerFold:
             return
         for key in keys:
             self.in_flight.pop(key, None)
-        partial, self.initialize, self.initialized = before
-        self.partial = bytearray(partial)
+        self.pieces, self.initialize, self.initialized = before
         self.last = None
 
 

@@ -649,7 +649,7 @@ async def relay(
             lambda line, too_long: session is not None and session.take_unread(line, too_long),
         )
 
-    leftover = bytes(taken.ledger.partial) if taken is not None else b""
+    leftover = taken.ledger.partial if taken is not None else b""
     async with (
         serve_stdio(stop, shortcut, leftover=leftover) as (from_agent, to_agent),
         to_agent,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 from typing import Any
 
@@ -239,3 +240,40 @@ async def test_the_relay_sleeps_on_a_quiet_ledger_and_reads_it_a_while_after_a_n
             await task
     for fd in (ledger_r, ledger_w):
         os.close(fd)
+
+
+async def test_pieces_of_a_line_reach_the_relay_byte_for_byte_and_are_undone_with_their_chunk() -> None:
+    # Every byte value but the line feed, UTF-8 characters cut in the middle, bytes that are no UTF-8 at all: the
+    # pieces are noted as latin-1 text and the relay makes the very bytes of them again.
+    line = ('{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"text":"é€😀\\u0000"}}').encode()
+    line = line[:-2] + bytes(b for b in range(256) if b != 0x0A) + "é€😀".encode() + line[-2:]
+    stdin_r, stdin_w = nonblocking_pipe()
+    ledger_r, ledger_w = nonblocking_pipe()
+    peeker, ledger = Peeker(stdin_r), Ledger(ledger_w, lambda: None)
+    pump = StdinPump(peeker, ledger, asyncio.StreamReader())
+    fold = LedgerFold()
+    cuts = [0, 7, 61, 62, 63, 190, 317, len(line) - 1]
+    for start, end in itertools.pairwise(cuts):
+        os.write(stdin_w, line[start:end])
+        assert pump.note_next() == end - start
+        pump.take(end - start)
+        fold.drain(ledger_r)
+        assert fold.partial == line[:end]
+    os.write(stdin_w, line[-1:] + b"\n")
+    # The daemon dies between noting the chunk that ends the line and taking it: the relay undoes that note, and
+    # the start of the line is what it was.
+    assert pump.note_next() == 2
+    fold.drain(ledger_r)
+    assert fold.partial == b"" and set(fold.in_flight) == {"big"}
+    fold.untake_last(Peeker(stdin_r))
+    assert fold.partial == line[:-1] and not fold.in_flight
+    peeker.close()
+    for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
+        os.close(fd)
+
+
+def test_a_piece_noted_in_base64_by_an_earlier_daemon_is_read_too() -> None:
+    fold = LedgerFold()
+    fold.apply({"chunk": 3, "crc": 0, "part": "AAH/"})
+    fold.apply({"chunk": 2, "crc": 0, "text": "éx"})
+    assert fold.partial == b"\x00\x01\xff\xe9x"
