@@ -134,12 +134,19 @@ def read_in_chunks(transport: asyncio.BaseTransport) -> None:
 
 
 @asynccontextmanager
-async def pipe_streams(in_fd: int, out_fd: int) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    """asyncio streams over two pipe (or socket, or tty) fds, without threads; both closed on exit."""
+async def pipe_streams(
+    in_fd: int, out_fd: int, leftover: bytes = b""
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """asyncio streams over two pipe (or socket, or tty) fds, without threads; both closed on exit. `leftover`: the
+    start of the input, taken from `in_fd` by someone else, read before anything `in_fd` holds."""
     loop = asyncio.get_running_loop()
     in_file = os.fdopen(in_fd, "rb", buffering=0)
     out_file = os.fdopen(out_fd, "wb", buffering=0)
     reader = TappedReader(limit=MAX_LINE)
+    # Before the pipe is connected: its transport reads what the pipe holds as soon as the loop turns, which is
+    # before the caller could feed this (a relay whose daemon died mid-line, the rest of the line already written).
+    if leftover:
+        reader.feed_data(leftover)
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
     read_in_chunks(read_transport)
     write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)

@@ -203,11 +203,11 @@ async def serve_stdio(
                 yield streams
         return
 
-    async with pipe_streams(*claim_stdio()) as (reader, writer):
-        if leftover:
-            reader.feed_data(leftover)
-        async with session_streams(reader, writer, stop, shortcut, answer_after_eof=answer_after_eof) as streams:
-            yield streams
+    async with (
+        pipe_streams(*claim_stdio(), leftover) as (reader, writer),
+        session_streams(reader, writer, stop, shortcut, answer_after_eof=answer_after_eof) as streams,
+    ):
+        yield streams
 
 
 @asynccontextmanager

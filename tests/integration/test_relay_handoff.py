@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import termios
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import anyio.to_thread
 import pytest
 
 from mcphost import discovery
-from tests.helpers import Hostile, Sandbox, daemon, initialize_request, raw_agent
+from tests.helpers import Daemon, Hostile, Sandbox, daemon, initialize_request, raw_agent
 
 ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
 READ = {"operation_type": "read"}
@@ -187,16 +188,9 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
     hostile = Hostile(sandbox.root)
     sandbox.write_config(ALLOW_ALL + hostile.toml())
     async with daemon(sandbox) as d:
-        # A plain pipe the test does not read: it fills, and the daemon's write of the long answer stops midway.
-        relay = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-m", "mcphost", "mcp", "--config", str(sandbox.config)],
-            env={**os.environ, **sandbox.env()},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
-        try:
+        with relay_on_pipes(sandbox) as relay:
+            # A plain pipe the test does not read: it fills, and the daemon's write of the long answer stops midway.
+            assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
             lines = [
                 initialize_request("t"),
                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -207,16 +201,8 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
             with anyio.fail_after(30):
                 while _unread(relay.stdout.fileno()) < 60_000:  # noqa: ASYNC110 (a full pipe: the daemon is mid-line)
                     await anyio.sleep(0.02)
-            d.process.kill()
-            await anyio.to_thread.run_sync(d.process.wait, 15)
-            relay.stdin.close()
-            out = await anyio.to_thread.run_sync(relay.stdout.read)
-            await anyio.to_thread.run_sync(relay.wait, 15)
-        finally:
-            if relay.poll() is None:
-                relay.kill()
-                relay.wait()
-        stderr = relay.stderr.read().decode("utf-8", "replace")
+            out = await kill_then_finish(d, relay)
+            stderr = relay.stderr.read().decode("utf-8", "replace")
     lines_out = out.split(b"\n")
     assert json.loads(lines_out[0])["id"] == "init"
     cut = lines_out[1]
@@ -224,6 +210,71 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
     error = json.loads(lines_out[2])
     assert error["id"] == "long" and "went away during this call" in error["error"]["message"]
     assert "Traceback" not in stderr, stderr
+
+
+async def test_a_long_call_begun_when_the_daemon_dies_is_finished_by_the_relay_byte_for_byte(sandbox: Sandbox) -> None:
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    # Longer than the agent's pipe holds (256 KiB), in characters of one to four bytes and escapes: the daemon takes
+    # it in pieces, each noted in the relay's ledger with its bytes, and dies before the line ends.
+    text = 'é€😀 \\ " \u0001 abc ' * 20_000
+    line = json.dumps(call("long", "probe:read_notes", {"text": text}), ensure_ascii=False).encode() + b"\n"
+    cut = 300_000
+    while line[cut] & 0xC0 != 0x80:  # inside a character: its bytes go in two pieces
+        cut += 1
+    async with daemon(sandbox) as d:
+        with relay_on_pipes(sandbox) as relay:
+            assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
+            stdin, stdout = relay.stdin, relay.stdout
+            handshake = [initialize_request("t"), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+            stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in handshake))
+            stdin.flush()
+            assert json.loads(await anyio.to_thread.run_sync(stdout.readline))["id"] == "init"
+
+            def begin() -> None:
+                stdin.write(line[:cut])
+                stdin.flush()
+
+            await anyio.to_thread.run_sync(begin)  # past what the pipe holds: the daemon has taken some already
+            with anyio.fail_after(30):
+                while _unread(stdin.fileno()):  # noqa: ASYNC110 (the daemon takes what it sees, a piece at a time)
+                    await anyio.sleep(0.02)
+            out = await kill_then_finish(d, relay, line[cut:])
+            stderr = relay.stderr.read().decode("utf-8", "replace")
+    answer = json.loads(out.split(b"\n")[0])
+    assert answer["id"] == "long", answer
+    assert answer["result"]["content"][0]["text"] == f"read_notes: {text}"
+    assert sandbox.tool_calls()[-1]["session_id"].startswith("stdio-")  # served by the relay itself
+    assert "Traceback" not in stderr, stderr
+
+
+@contextlib.contextmanager
+def relay_on_pipes(sandbox: Sandbox) -> Iterator[subprocess.Popen[bytes]]:
+    """`mcphost mcp` on plain pipes the test writes and reads itself; killed on the way out if still running."""
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "mcphost", "mcp", "--config", str(sandbox.config)],
+        env={**os.environ, **sandbox.env()},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        yield relay
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+
+
+async def kill_then_finish(d: Daemon, relay: subprocess.Popen[bytes], rest: bytes = b"") -> bytes:
+    """kill -9 the daemon, write `rest` and close the relay's input; all the relay wrote, once it has exited."""
+    assert relay.stdin is not None and relay.stdout is not None
+    d.process.kill()
+    await anyio.to_thread.run_sync(d.process.wait, 15)
+    relay.stdin.write(rest)
+    relay.stdin.close()
+    out = await anyio.to_thread.run_sync(relay.stdout.read)
+    await anyio.to_thread.run_sync(relay.wait, 15)
+    return out
 
 
 def _unread(fd: int) -> int:
