@@ -11,6 +11,7 @@ daemon's own, never sent anywhere a peer could replay it, and only this user can
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import logging
@@ -273,6 +274,26 @@ def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
     return take, raw
 
 
+# How much of a piece is looked at to choose its encoding.
+_PIECE_SAMPLE = 4096
+_HIGH = bytes(range(0x80, 0x100))
+
+
+def _piece(chunk: bytes) -> dict[str, str]:
+    """A piece's bytes for its note, exact either way: as latin-1 text (each byte the code point of the same number),
+    or in base64, whichever orjson writes sooner going by the piece's first 4 KiB. Measured over 256 KiB pieces:
+    base64 costs 0.7 ns a byte whatever they are; latin-1 0.1 ns a byte, plus about 5 ns for each byte JSON escapes
+    (a quote, a backslash, a tab) and 8 ns for each one past ASCII among ASCII ones. So source code and prose go as
+    text (a piece of code: 25-55 against 185-245 µs to note, and less for the relay to read); JSON text inside JSON,
+    escapes every few bytes (23%: 325 against 183 µs), or text with one accented letter in ten, in base64."""
+    sample = chunk[:_PIECE_SAMPLE]
+    escaped = sample.count(b'"') + sample.count(b"\\") + sample.count(b"\t")
+    high = len(sample) - len(sample.translate(None, _HIGH))
+    if escaped * 5 + high * 8 < len(sample) * 0.6:
+        return {"text": chunk.decode("latin-1")}
+    return {"part": base64.b64encode(chunk).decode("ascii")}
+
+
 class StdinPump:
     """The agent's input into `reader`, each chunk noted in the ledger before it is taken: should the daemon die
     anywhere in between, the relay knows every request it took (and, from the chunk's checksum, whether the last one
@@ -308,10 +329,7 @@ class StdinPump:
                 entry["raw"] = raw
         else:
             chunk = data
-            # Its bytes as the code points of the same numbers (latin-1): a 256 KiB piece of a call carrying a file
-            # is written and read back by the JSON codecs at memory speed, where base64 cost the two processes
-            # 0.7 ms of CPU each time. The relay still reads a base64 `part` (a daemon of an earlier version).
-            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), "text": chunk.decode("latin-1")}
+            entry = {"chunk": len(chunk), "crc": zlib.crc32(chunk), **_piece(chunk)}
             if len(self._tail) <= MAX_LINE:
                 self._tail += chunk
         self.ledger.note_now(entry)

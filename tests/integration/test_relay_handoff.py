@@ -212,11 +212,20 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
     assert "Traceback" not in stderr, stderr
 
 
-async def test_a_long_call_begun_when_the_daemon_dies_is_finished_by_the_relay_byte_for_byte(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        'é€😀 \\ " \u0001 abc ' * 20_000,  # thick with what JSON escapes: its pieces are noted in base64
+        ("def f(x):\n    return x + 1\n" * 40 + "é€😀\n") * 360,  # source code: noted as latin-1 text
+    ],
+    ids=["escapes", "code"],
+)
+async def test_a_long_call_begun_when_the_daemon_dies_is_finished_by_the_relay_byte_for_byte(
+    sandbox: Sandbox, text: str
+) -> None:
     sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
-    # Longer than the agent's pipe holds (256 KiB), in characters of one to four bytes and escapes: the daemon takes
-    # it in pieces, each noted in the relay's ledger with its bytes, and dies before the line ends.
-    text = 'é€😀 \\ " \u0001 abc ' * 20_000
+    # Longer than the agent's pipe holds (256 KiB), in characters of one to four bytes: the daemon takes it in pieces,
+    # each noted in the relay's ledger with its bytes, and dies before the line ends.
     line = json.dumps(call("long", "probe:read_notes", {"text": text}), ensure_ascii=False).encode() + b"\n"
     cut = 300_000
     while line[cut] & 0xC0 != 0x80:  # inside a character: its bytes go in two pieces

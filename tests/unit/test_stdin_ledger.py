@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from mcphost.pipes import Peeker
-from mcphost.serve import handoff
+from mcphost.serve import agent_socket, handoff
 from mcphost.serve.agent_socket import StdinPump
 from mcphost.serve.handoff import Ledger, LedgerFold
 from tests.helpers import timers_due_within
@@ -277,3 +277,20 @@ def test_a_piece_noted_in_base64_by_an_earlier_daemon_is_read_too() -> None:
     fold.apply({"chunk": 3, "crc": 0, "part": "AAH/"})
     fold.apply({"chunk": 2, "crc": 0, "text": "éx"})
     assert fold.partial == b"\x00\x01\xff\xe9x"
+
+
+@pytest.mark.parametrize(
+    ("piece", "kind"),
+    [
+        (b"def f(x):\n    return x + 1  # \xc3\xa9\n" * 200, "text"),  # code: almost nothing JSON escapes
+        (b'{"id": 1, "name": "a\\"b", "tags": ["x", "y"]}, ' * 200, "part"),  # JSON text: quotes throughout
+        (b"\tindented\twith\ttabs\n" * 200, "part"),
+        (bytes(range(256)) * 16, "part"),  # anything at all
+    ],
+)
+def test_a_piece_is_noted_the_cheaper_way_and_read_back_exactly(piece: bytes, kind: str) -> None:
+    note = agent_socket._piece(piece)
+    assert list(note) == [kind]
+    fold = LedgerFold()
+    fold.apply(orjson.loads(orjson.dumps({"chunk": len(piece), "crc": 0, **note})))
+    assert fold.partial == piece
