@@ -9,12 +9,14 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import termios
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -188,21 +190,21 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
     hostile = Hostile(sandbox.root)
     sandbox.write_config(ALLOW_ALL + hostile.toml())
     async with daemon(sandbox) as d:
-        with relay_on_pipes(sandbox) as relay:
+        with relay_on(sandbox) as agent:
             # A plain pipe the test does not read: it fills, and the daemon's write of the long answer stops midway.
-            assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
             lines = [
                 initialize_request("t"),
                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
                 call("long", "hostile:big", {"bytes": 4_000_000}),
             ]
-            relay.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
-            relay.stdin.flush()
+            agent.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            agent.stdin.flush()
             with anyio.fail_after(30):
-                while _unread(relay.stdout.fileno()) < 60_000:  # noqa: ASYNC110 (a full pipe: the daemon is mid-line)
+                while _unread(agent.stdout.fileno()) < 60_000:  # noqa: ASYNC110 (a full pipe: the daemon is mid-line)
                     await anyio.sleep(0.02)
-            out = await kill_then_finish(d, relay)
-            stderr = relay.stderr.read().decode("utf-8", "replace")
+            out = await kill_then_finish(d, agent)
+            assert agent.process.stderr is not None
+            stderr = agent.process.stderr.read().decode("utf-8", "replace")
     lines_out = out.split(b"\n")
     assert json.loads(lines_out[0])["id"] == "init"
     cut = lines_out[1]
@@ -212,6 +214,7 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
     assert "Traceback" not in stderr, stderr
 
 
+@pytest.mark.parametrize("sockets", [False, True], ids=["pipes", "socket-pairs"])
 @pytest.mark.parametrize(
     "text",
     [
@@ -221,7 +224,7 @@ async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a
     ids=["escapes", "code"],
 )
 async def test_a_long_call_begun_when_the_daemon_dies_is_finished_by_the_relay_byte_for_byte(
-    sandbox: Sandbox, text: str
+    sandbox: Sandbox, text: str, sockets: bool
 ) -> None:
     sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
     # Longer than the agent's pipe holds (256 KiB), in characters of one to four bytes: the daemon takes it in pieces,
@@ -231,24 +234,23 @@ async def test_a_long_call_begun_when_the_daemon_dies_is_finished_by_the_relay_b
     while line[cut] & 0xC0 != 0x80:  # inside a character: its bytes go in two pieces
         cut += 1
     async with daemon(sandbox) as d:
-        with relay_on_pipes(sandbox) as relay:
-            assert relay.stdin is not None and relay.stdout is not None and relay.stderr is not None
-            stdin, stdout = relay.stdin, relay.stdout
+        with relay_on(sandbox, sockets) as agent:
             handshake = [initialize_request("t"), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
-            stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in handshake))
-            stdin.flush()
-            assert json.loads(await anyio.to_thread.run_sync(stdout.readline))["id"] == "init"
+            agent.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in handshake))
+            agent.stdin.flush()
+            assert json.loads(await anyio.to_thread.run_sync(agent.stdout.readline))["id"] == "init"
 
             def begin() -> None:
-                stdin.write(line[:cut])
-                stdin.flush()
+                agent.stdin.write(line[:cut])
+                agent.stdin.flush()
 
             await anyio.to_thread.run_sync(begin)  # past what the pipe holds: the daemon has taken some already
             with anyio.fail_after(30):
-                while _unread(stdin.fileno()):  # noqa: ASYNC110 (the daemon takes what it sees, a piece at a time)
+                while agent.unsent():  # noqa: ASYNC110 (the daemon takes what it sees, a piece at a time)
                     await anyio.sleep(0.02)
-            out = await kill_then_finish(d, relay, line[cut:])
-            stderr = relay.stderr.read().decode("utf-8", "replace")
+            out = await kill_then_finish(d, agent, line[cut:])
+            assert agent.process.stderr is not None
+            stderr = agent.process.stderr.read().decode("utf-8", "replace")
     answer = json.loads(out.split(b"\n")[0])
     assert answer["id"] == "long", answer
     assert answer["result"]["content"][0]["text"] == f"read_notes: {text}"
@@ -256,34 +258,62 @@ async def test_a_long_call_begun_when_the_daemon_dies_is_finished_by_the_relay_b
     assert "Traceback" not in stderr, stderr
 
 
+@dataclass
+class AgentEnds:
+    """`mcphost mcp` and the agent's ends of its stdin and stdout: pipes, or socket pairs as Node agents give."""
+
+    process: subprocess.Popen[bytes]
+    stdin: BinaryIO
+    stdout: BinaryIO
+    unsent: Callable[[], int]  # bytes written to its stdin that it has not read yet
+
+
 @contextlib.contextmanager
-def relay_on_pipes(sandbox: Sandbox) -> Iterator[subprocess.Popen[bytes]]:
-    """`mcphost mcp` on plain pipes the test writes and reads itself; killed on the way out if still running."""
-    relay = subprocess.Popen(
-        [sys.executable, "-m", "mcphost", "mcp", "--config", str(sandbox.config)],
-        env={**os.environ, **sandbox.env()},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+def relay_on(sandbox: Sandbox, sockets: bool = False) -> Iterator[AgentEnds]:
+    """`mcphost mcp` with its stdin and stdout the test's to write and read; killed on the way out if still running."""
+    argv = [sys.executable, "-m", "mcphost", "mcp", "--config", str(sandbox.config)]
+    env = {**os.environ, **sandbox.env()}
+    if not sockets:
+        process = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdin is not None and process.stdout is not None
+        stdin_fd = process.stdin.fileno()
+        ends = AgentEnds(process, process.stdin, process.stdout, lambda: _unread(stdin_fd))
+    else:
+        stdin_ours, stdin_theirs = socket.socketpair()
+        stdout_ours, stdout_theirs = socket.socketpair()
+        with stdin_theirs, stdout_theirs:
+            process = subprocess.Popen(argv, env=env, stdin=stdin_theirs, stdout=stdout_theirs, stderr=subprocess.PIPE)
+        stdin_fd = stdin_ours.fileno()
+        ends = AgentEnds(process, stdin_ours.makefile("wb"), stdout_ours.makefile("rb"), lambda: _unsent(stdin_fd))
+        # Each socket now goes with its file: closing the file closes it, and the child reads the end of its input.
+        stdin_ours.close()
+        stdout_ours.close()
     try:
-        yield relay
+        yield ends
     finally:
-        if relay.poll() is None:
-            relay.kill()
-            relay.wait()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for file in (ends.stdin, ends.stdout):
+            file.close()
 
 
-async def kill_then_finish(d: Daemon, relay: subprocess.Popen[bytes], rest: bytes = b"") -> bytes:
+async def kill_then_finish(d: Daemon, agent: AgentEnds, rest: bytes = b"") -> bytes:
     """kill -9 the daemon, write `rest` and close the relay's input; all the relay wrote, once it has exited."""
-    assert relay.stdin is not None and relay.stdout is not None
     d.process.kill()
     await anyio.to_thread.run_sync(d.process.wait, 15)
-    relay.stdin.write(rest)
-    relay.stdin.close()
-    out = await anyio.to_thread.run_sync(relay.stdout.read)
-    await anyio.to_thread.run_sync(relay.wait, 15)
+    agent.stdin.write(rest)
+    agent.stdin.close()
+    out = await anyio.to_thread.run_sync(agent.stdout.read)
+    await anyio.to_thread.run_sync(agent.process.wait, 15)
     return out
+
+
+def _unsent(fd: int) -> int:
+    """Bytes written on the socket `fd` that its peer has not read yet (SIOCOUTQ)."""
+    buf = bytearray(4)
+    fcntl.ioctl(fd, termios.TIOCOUTQ, buf)
+    return int.from_bytes(buf, sys.byteorder)
 
 
 def _unread(fd: int) -> int:
