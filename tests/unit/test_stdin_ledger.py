@@ -282,10 +282,12 @@ def test_a_piece_noted_in_base64_by_an_earlier_daemon_is_read_too() -> None:
 @pytest.mark.parametrize(
     ("piece", "kind"),
     [
-        (b"def f(x):\n    return x + 1  # \xc3\xa9\n" * 200, "text"),  # code: almost nothing JSON escapes
+        # Source code as a JSON string holds it (its line feeds escaped): little that JSON escapes again.
+        ((b"def f(x):\\n    return x + 1\\n" * 20 + b"# caf\xc3\xa9\\n") * 20, "text"),
         (b'{"id": 1, "name": "a\\"b", "tags": ["x", "y"]}, ' * 200, "part"),  # JSON text: quotes throughout
         (b"\tindented\twith\ttabs\n" * 200, "part"),
         (bytes(range(256)) * 16, "part"),  # anything at all
+        (b"\x01\x02" * 2048, "part"),  # control characters: six bytes each as JSON text
     ],
 )
 def test_a_piece_is_noted_the_cheaper_way_and_read_back_exactly(piece: bytes, kind: str) -> None:
