@@ -184,14 +184,16 @@ async def test_a_line_the_relay_cannot_read_is_answered_by_the_daemon_holding_st
     assert "unreadable" not in raw.stderr, raw.stderr
 
 
+@pytest.mark.parametrize("sockets", [False, True], ids=["pipes", "socket-pairs"])
 async def test_a_daemon_killed_in_the_middle_of_a_long_answer_leaves_the_agent_a_fresh_line_and_the_error(
-    sandbox: Sandbox,
+    sandbox: Sandbox, sockets: bool
 ) -> None:
     hostile = Hostile(sandbox.root)
     sandbox.write_config(ALLOW_ALL + hostile.toml())
     async with daemon(sandbox) as d:
-        with relay_on(sandbox) as agent:
-            # A plain pipe the test does not read: it fills, and the daemon's write of the long answer stops midway.
+        with relay_on(sandbox, sockets) as agent:
+            # The agent's stdout, which the test does not read: it fills, and the daemon's write of the long answer
+            # stops midway.
             lines = [
                 initialize_request("t"),
                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
