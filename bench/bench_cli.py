@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.bench_activity_log import NEEDLE, Pair, filesystem_of, generate_log, time_pair
 from bench.bench_paths import PROBE, Sandbox, mcphost_command, start_daemon
-from bench.common import BenchFailure, machine, run_bench
+from bench.common import BenchFailure, machine, run_bench, terminate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -280,12 +280,7 @@ def daemon_start(box: Sandbox) -> tuple[float, float]:
                     raise BenchFailure(f"mcphost serve did not start and connect its upstream: {tail[-1500:].strip()}")
                 time.sleep(0.002)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            terminate(proc)
     assert listening is not None and connected is not None
     return listening, connected
 

@@ -46,7 +46,7 @@ from types import FrameType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from bench.common import BenchFailure, cpu_ticks, machine, percentile, run_bench, steal_share
+from bench.common import BenchFailure, cpu_ticks, machine, percentile, run_bench, steal_share, terminate
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "servers" / "probe.py"
@@ -305,12 +305,7 @@ class StdioRpc(Rpc):
         try:
             self.process.wait(15)
         except subprocess.TimeoutExpired:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            terminate(self.process, 5)
         self._out.close()
 
 
@@ -675,16 +670,7 @@ def start_daemon(box: Sandbox, stack: ExitStack, mcphost: list[str] | None = Non
         cwd=REPO,
     )
 
-    def stop() -> None:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    stack.callback(stop)
+    stack.callback(terminate, process)
     discovery = box.runtime / f"daemon-{process.pid}.json"
     deadline = time.monotonic() + START_TIMEOUT_S
     while not discovery.exists():

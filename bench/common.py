@@ -6,6 +6,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +15,18 @@ from typing import Any
 
 class BenchFailure(Exception):
     """The path under test does not do what the benchmark assumes; timing it would measure nothing."""
+
+
+def terminate(process: subprocess.Popen[Any], grace_s: float = 20) -> None:
+    """SIGTERM, then SIGKILL if it has not exited after `grace_s`; reaped either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def machine() -> dict[str, Any]:

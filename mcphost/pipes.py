@@ -473,13 +473,22 @@ def dump_line(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
 
 
+def encoded(value: Any) -> bytes | None:
+    """`value` as compact JSON, or None for what orjson refuses to write (a lone surrogate, nesting past its limit,
+    an integer past 64 bits, a key that is not a string)."""
+    try:
+        return orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return None
+
+
 def json_size(value: Any) -> int:
     """Bytes of `value` as compact UTF-8 JSON; what orjson refuses (integers past 64 bits, lone surrogates) measured
     by Python's encoder."""
-    try:
-        return len(orjson.dumps(value))
-    except (orjson.JSONEncodeError, TypeError):
-        return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
+    written = encoded(value)
+    if written is not None:
+        return len(written)
+    return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
 
 
 def valid_id(value: Any) -> bool:

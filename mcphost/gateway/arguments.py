@@ -14,20 +14,12 @@ from mcphost.activity.reader import opening_brackets
 from mcphost.activity.redact import valid_text
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import FLAT_INTENT_KEYS, ToolVariant
+from mcphost.pipes import encoded
 
 CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS})
 # Deeper than any tool's arguments need; past it the JSON libraries on the way (ours, the upstream's) recurse into
 # trouble, and a record that cannot be written must stop the call before it is forwarded, not after.
 MAX_DEPTH = 64
-
-
-def encoded(value: Any) -> bytes | None:
-    """`value` as compact JSON, or None for what orjson refuses to write (a lone surrogate, nesting past its limit,
-    an integer past 64 bits, a key that is not a string)."""
-    try:
-        return orjson.dumps(value)
-    except (orjson.JSONEncodeError, TypeError):
-        return None
 
 
 def encoded_call(arguments: Mapping[str, Any]) -> tuple[bytes | None, bytes | None]:

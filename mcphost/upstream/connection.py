@@ -35,7 +35,7 @@ from pydantic import Field, ValidationError
 from mcphost import __version__
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
-from mcphost.pipes import json_size
+from mcphost.pipes import encoded, json_size
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
@@ -168,11 +168,8 @@ class ToolResult:
     def _kept(self, part: Any) -> orjson.Fragment | None:
         """`part` as written, kept for the agent's answer; None for a part too short to keep (written again with the
         whole, which costs less), or that orjson cannot write (the whole then goes through Python's encoder)."""
-        try:
-            written = orjson.dumps(part)
-        except (orjson.JSONEncodeError, TypeError):
-            return None
-        if len(written) < ENCODED_PART_MIN:
+        written = encoded(part)
+        if written is None or len(written) < ENCODED_PART_MIN:
             return None
         fragment = orjson.Fragment(written)
         self.encodings[id(part)] = (part, fragment)
