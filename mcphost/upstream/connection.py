@@ -252,6 +252,7 @@ async def _transport(
     on_eof: Callable[[], None],
     on_lane: Callable[[RawLane], None],
     early: EarlyStarts | None,
+    on_end: Callable[[str], None],
 ) -> AsyncIterator[tuple[Any, Any]]:
     if config.command is not None:
         if sys.platform == "win32":  # pragma: no cover - no process groups or pdeathsig to set up there
@@ -267,7 +268,7 @@ async def _transport(
         # Lines are measured before they are parsed, so the guard need not measure again.
         guard = Guard(name, config.max_result_bytes, measure=False, on_eof=on_eof)
         spawned = early.take(name, launch) if early is not None else None
-        async with stdio_transport(name, launch, config.max_result_bytes, on_lane, spawned) as (read, write):
+        async with stdio_transport(name, launch, config.max_result_bytes, on_lane, spawned, on_end) as (read, write):
             yield guard.wrap(read, write)
     else:
         assert config.url is not None
@@ -285,16 +286,20 @@ Connector = Callable[[str, ServerConfig, Callable[[], None]], Any]
 
 class _ConfiguredTransport:
     """The configured server's transport, as the `Client` enters it; `lane` is its raw lane for tool calls while
-    it is open (stdio only)."""
+    it is open, `ended` how its process ended once it has closed (stdio only)."""
 
     def __init__(
         self, name: str, config: ServerConfig, on_eof: Callable[[], None], early: EarlyStarts | None = None
     ) -> None:
         self.lane: RawLane | None = None
-        self._context = _transport(name, config, on_eof, self._set_lane, early)
+        self.ended: str | None = None
+        self._context = _transport(name, config, on_eof, self._set_lane, early, self._set_ended)
 
     def _set_lane(self, lane: RawLane) -> None:
         self.lane = lane
+
+    def _set_ended(self, how: str) -> None:
+        self.ended = how
 
     async def __aenter__(self) -> tuple[Any, Any]:
         return await self._context.__aenter__()
@@ -343,6 +348,7 @@ class UpstreamServer:
         self._on_event = on_event or (lambda _kind, _details: None)
         self._closed = False
         self._in_flight = 0
+        self._transport: Any = None  # the last connection's transport: how its process ended, when it says
         self._idle: anyio.Event | None = None  # made by `retire` when it must wait for calls in flight
 
     # ---- life cycle
@@ -384,8 +390,13 @@ class UpstreamServer:
                         reason = describe_exception(exc)
                     finally:
                         self._client = None
+                ended = getattr(self._transport, "ended", None)
                 if start_scope.cancelled_caught:
                     reason = f"did not start within connect_timeout ({self.config.connect_timeout:g}s)"
+                elif ended is not None:
+                    # "Connection closed" says nothing a person can act on; the exit status and the server's last
+                    # words usually do (a missing variable, a wrong path).
+                    reason = f"{reason}; {ended}"
                 if self._closed:
                     break
                 self.last_error = reason
@@ -403,7 +414,7 @@ class UpstreamServer:
     async def _client_for(self, on_eof: Callable[[], None]) -> AsyncIterator[Client]:
         # "auto" connects servers of either era without a setting: over HTTP 2026-07-28 first (server/discover, the
         # handshake as fallback), over stdio the handshake first (`mcphost.upstream.era` says why).
-        transport = self._connect(self.name, self.config, on_eof)
+        transport = self._transport = self._connect(self.name, self.config, on_eof)
         client = (Client if self.config.url is not None else HandshakeFirstClient)(
             transport,
             mode=self.config.protocol,

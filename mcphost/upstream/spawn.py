@@ -145,7 +145,8 @@ async def spawn(launch: Launch) -> Spawned:
     for fd in (0, 1):
         transport = pipes.get_pipe_transport(fd)
         pipe = transport.get_extra_info("pipe") if transport is not None else None
-        if pipe is not None:
+        # A server that exits at once (a wrong argument, a missing variable) may have had its pipes closed by now.
+        if pipe is not None and not pipe.closed:
             widen_pipe(pipe.fileno(), STREAM_PIPE)
     return Spawned(pipes, tapped, process)
 

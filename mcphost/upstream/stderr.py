@@ -7,12 +7,15 @@ that floods it, or writes escape sequences into it, must not drown or repaint ei
 from __future__ import annotations
 
 import math
+import re
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 import anyio
 
+from mcphost.activity.redact import redact_text
 from mcphost.console import safe
 
 LINE_BYTES = 2048  # of one line shown; the rest is counted
@@ -97,6 +100,40 @@ class StderrLimiter:
         return out
 
 
+class LastWords:
+    """What a server said last on its stderr, for the reason its connection gives when it exits: a line that starts
+    a line of its own and holds a letter (a traceback's last line, a Node.js error's first; not an indented stack
+    frame, a closing brace or the Node.js version that Node prints after an error)."""
+
+    __slots__ = ("line",)
+
+    def __init__(self) -> None:
+        self.line: str | None = None
+
+    def note(self, kept: bytes) -> None:
+        text = kept.decode("utf-8", "replace").rstrip()
+        if text[:1].isspace() or not any(c.isalpha() for c in text) or _NODE_VERSION.match(text):
+            return
+        self.line = text
+
+    def describe(self, returncode: int) -> str:
+        """How the server ended, and its last words, escaped and redacted: this goes to the agent and to status."""
+        if returncode >= 0:
+            how = f"the server exited with status {returncode}"
+        else:
+            try:
+                how = f"the server was ended by {signal.Signals(-returncode).name}"
+            except ValueError:
+                how = f"the server was ended by signal {-returncode}"
+        if self.line is None:
+            return how
+        return f"{how}: {safe(redact_text(self.line), _WORDS_SHOWN)}"
+
+
+_NODE_VERSION = re.compile(r"Node\.js v\d")
+_WORDS_SHOWN = 300
+
+
 def write_lines(lines: list[str], stream: TextIO | None = None) -> None:
     if not lines:
         return
@@ -112,8 +149,10 @@ async def relay(
     read: Callable[[int], Awaitable[bytes]],
     server: str,
     write: Callable[[list[str]], None] = write_lines,
+    last: LastWords | None = None,
 ) -> None:
-    """Copy a server's stderr (`read(n)` returns b"" at its end) into the host's stderr until it ends."""
+    """Copy a server's stderr (`read(n)` returns b"" at its end) into the host's stderr until it ends; `last` notes
+    each line, shown or not."""
     cutter = LineCutter()
     limiter = StderrLimiter(server)
     try:
@@ -131,6 +170,8 @@ async def relay(
                 continue
             lines = cutter.feed(chunk) if chunk else cutter.finish()
             for kept, cut in lines:
+                if last is not None:
+                    last.note(kept)
                 write(limiter.line(kept, cut, now))
             if not chunk:
                 return

@@ -288,9 +288,11 @@ async def stdio_transport(
     max_message_bytes: int,
     on_lane: Callable[[RawLane], None] | None = None,
     spawned: Spawned | None = None,
+    on_end: Callable[[str], None] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Spawn the server (or take `spawned`, its process started as `launch` says) and yield the (read, write)
-    streams of `SessionMessage` the SDK's Client speaks over; `on_lane` gets the raw lane beside them."""
+    streams of `SessionMessage` the SDK's Client speaks over; `on_lane` gets the raw lane beside them, `on_end` how
+    the process ended (its exit status and last words on stderr) once the transport has closed."""
     if spawned is None:
         spawned = await spawn(launch)
     pipes, tapped, process = spawned.pipes, spawned.tapped, spawned.process
@@ -364,9 +366,11 @@ async def stdio_transport(
         finally:
             writer_done.set()
 
+    last_words = stderr.LastWords()
+
     async def relay_stderr() -> None:
         try:
-            await stderr.relay(errors.read, name)
+            await stderr.relay(errors.read, name, last=last_words)
         finally:
             stderr_done.set()
 
@@ -380,6 +384,8 @@ async def stdio_transport(
         # Its last words (a traceback, say) are what explains why it stopped.
         with anyio.move_on_after(_STDERR_DRAIN):
             await stderr_done.wait()
+        if on_end is not None and process.returncode is not None:
+            on_end(last_words.describe(process.returncode))
         # Else the pipes stay open, and warn at collection, while a survivor holds one.
         pipes.close()
 

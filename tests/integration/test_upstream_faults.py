@@ -29,7 +29,7 @@ from mcphost.upstream.connection import (
     UpstreamUnavailable,
 )
 from mcphost.upstream.manager import UpstreamManager
-from tests.helpers import Events, Hostile, Sandbox, daemon, http_agent, running
+from tests.helpers import PROBE, Events, Hostile, Sandbox, daemon, http_agent, running
 
 
 @pytest.fixture
@@ -195,6 +195,33 @@ async def test_a_stderr_flood_reaches_the_host_prefixed_escaped_cut_and_rate_lim
     assert len(shown) < 3000
     dropped = sum(int(line.split("... ")[1].split()[0]) for line in ours if line.endswith("lines dropped"))
     assert len(shown) + dropped == 3001
+
+
+async def test_a_server_that_exits_at_once_is_reported_with_its_status_and_last_words(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # The usual newcomer's mistake: a variable the server needs is not set, and it exits before it answers. Its
+    # status and its last line on stderr are what `mcphost status` and the agent's error show.
+    config = ServerConfig(command="/bin/sh", args=["-c", "echo 'config error: API_KEY is not set' >&2; exit 3"])
+    async with running(config) as server:
+        assert server.state is State.RECONNECTING
+        assert server.last_error is not None
+        assert "the server exited with status 3: config error: API_KEY is not set" in server.last_error
+        with pytest.raises(UpstreamUnavailable) as down:
+            await server.call_tool("anything", {})
+        assert "API_KEY is not set" in down.value.reason
+    assert "mcphost: [hostile] config error: API_KEY is not set" in capfd.readouterr().err
+
+
+async def test_a_server_that_dies_in_a_session_is_reported_lost_with_its_status(tmp_path: Path) -> None:
+    events: Events = []
+    async with running(ServerConfig(command=sys.executable, args=[str(PROBE)]), events) as server:
+        assert server.state is State.CONNECTED, server.last_error
+        with pytest.raises(UpstreamCallFailed):
+            await server.call_tool("crash", {})
+        await poll(lambda: any(kind == "upstream_lost" for kind, _ in events), 20, "the loss to be reported")
+    [lost] = [details for kind, details in events if kind == "upstream_lost"]
+    assert "the server exited with status 3" in lost["reason"], lost
 
 
 # ---- 5. no upstream outlives its host

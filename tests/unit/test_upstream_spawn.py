@@ -118,3 +118,15 @@ async def test_a_server_that_cannot_be_spawned_early_is_left_to_its_connection(t
     )
     assert early.waiting == []
     await early.stop_left()
+
+
+async def test_a_server_that_exits_at_once_is_spawned_all_the_same() -> None:
+    # Its pipes may be closed before the spawn returns (70% of the time here with `sh`): the spawn must not look at
+    # them then (it did, and every attempt to connect such a server failed with "I/O operation on closed file",
+    # its exit status and its stderr never shown).
+    launch = Launch("/bin/sh", ("-c", "echo gone >&2; exit 3"), default_environment(), None)
+    for _ in range(20):
+        started = await spawn.spawn(launch)
+        assert started.process.pid > 0
+        await spawn.stop(started)
+        assert started.process.returncode == 3
