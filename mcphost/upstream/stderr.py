@@ -111,8 +111,10 @@ class LastWords:
         self.line: str | None = None
 
     def note(self, kept: bytes) -> None:
-        text = kept.decode("utf-8", "replace").rstrip()
-        if text[:1].isspace() or not any(c.isalpha() for c in text) or _NODE_VERSION.match(text):
+        # Every line a server writes passes here, shown or not (a flood past the rate limit too): only its start is
+        # read, which is all that is shown.
+        text = kept[:_WORDS_READ].decode("utf-8", "replace").rstrip()
+        if not text or text[0].isspace() or _LETTER.search(text) is None or _NODE_VERSION.match(text):
             return
         self.line = text
 
@@ -130,8 +132,10 @@ class LastWords:
         return f"{how}: {safe(redact_text(self.line), _WORDS_SHOWN)}"
 
 
+_LETTER = re.compile(r"[^\W\d_]")
 _NODE_VERSION = re.compile(r"Node\.js v\d")
 _WORDS_SHOWN = 300
+_WORDS_READ = 4 * _WORDS_SHOWN  # bytes: a character is at most four
 
 
 def write_lines(lines: list[str], stream: TextIO | None = None) -> None:
