@@ -40,7 +40,7 @@ from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
 from mcphost.upstream.spawn import EarlyStarts, Launch, own_env
-from mcphost.upstream.stdio import LaneClosed, RawLane, stdio_transport
+from mcphost.upstream.stdio import LaneClosed, NotJsonRpc, RawLane, stdio_transport
 
 logger = logging.getLogger(__name__)
 
@@ -234,15 +234,19 @@ EventSink = Callable[[str, dict[str, Any]], None]
 
 
 def describe_exception(exc: BaseException) -> str:
-    """A one-line reason from whatever a transport raised, unwrapping task-group exception groups."""
+    """A one-line reason from whatever a transport raised, unwrapping task-group exception groups. Escaped and cut:
+    an upstream's error message reaches the host's stderr, status and the agent with it."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
-        return exc.error.message
+        return safe(exc.error.message, REASON_CHARS)
     if isinstance(exc, TimeoutError):
         return "timed out"
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return safe(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, REASON_CHARS)
+
+
+REASON_CHARS = 500
 
 
 @asynccontextmanager
@@ -472,7 +476,8 @@ class UpstreamServer:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._refresh_wanted.set()
-        elif isinstance(message, Exception):
+        elif isinstance(message, Exception) and not isinstance(message, NotJsonRpc):
+            # A line that is not JSON-RPC at all was reported as it was read (`parse_line`), with the line itself.
             logger.warning("upstream %s sent something unreadable: %s", self.name, describe_exception(message))
 
     async def _listen_for_changes(self, client: Client) -> None:

@@ -107,6 +107,14 @@ class TappedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     fed = 0
     taken = 0
     busy = True
+    exited = False  # the process has exited; its pipes may stay open (a child of its holding them)
+    on_exit: Callable[[], None] | None = None
+
+    def process_exited(self) -> None:
+        self.exited = True
+        super().process_exited()
+        if self.on_exit is not None:
+            self.on_exit()
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         # What came before the stdout pipe had `_StdoutPipe` in front of it, and any other pipe's output.
@@ -175,8 +183,9 @@ async def _wait(done: Callable[[], bool], limit_s: float) -> bool:
     return done()
 
 
-async def stop_process_group(process: asyncio.subprocess.Process) -> None:
-    """Stop the server and every process of its group: stdin closed, then SIGTERM, then SIGKILL. Bounded."""
+async def stop_process_group(process: asyncio.subprocess.Process) -> bool:
+    """Stop the server and every process of its group: stdin closed, then SIGTERM, then SIGKILL. Bounded. Whether
+    the server itself had to be signalled (it did not exit once its input closed)."""
     pgid = process.pid  # it leads its own group (start_new_session)
     if process.stdin is not None:
         process.stdin.close()
@@ -187,13 +196,15 @@ async def stop_process_group(process: asyncio.subprocess.Process) -> None:
     def all_gone() -> bool:
         return exited() and not _group_alive(pgid)
 
-    if not await _wait(exited, EXIT_GRACE) or _group_alive(pgid):
+    signalled = not await _wait(exited, EXIT_GRACE)
+    if signalled or _group_alive(pgid):
         # Also when the server itself left: what it started in its group goes with it.
         _signal_group(pgid, signal.SIGTERM)
         if not await _wait(all_gone, TERM_GRACE):
             _signal_group(pgid, signal.SIGKILL)
             if not await _wait(exited, KILL_REAP):
                 logger.warning("upstream process %d is still alive after SIGKILL; abandoning it", process.pid)
+    return signalled
 
 
 async def stop(spawned: Spawned) -> None:

@@ -41,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 _WRITER_FLUSH = 0.5
 _STDERR_DRAIN = 0.5
+# Once the server's process has exited, how long what it wrote before has to arrive before its output is closed here.
+_EXIT_DRAIN = 0.5
+# Once its output has ended, how long to wait for the process's exit, to tell the calls under way how it went.
+_EXIT_WAIT = 0.2
 _CHUNK = 256 * 1024
 # Bytes of an oversized line kept at each end: enough for its JSON-RPC envelope.
 _ENDS = 512
@@ -99,12 +103,16 @@ class LineReader:
             self._parts, self._size, self._head, self._tail, self._over = [], 0, b"", b"", False
 
 
+class NotJsonRpc(ValueError):
+    """A line of the server's output that is not a JSON-RPC message (reported here, with the line, as it is read)."""
+
+
 def parse_line(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
         logger.warning("upstream sent a line that is not JSON-RPC: %s", safe(line[:200].decode("utf-8", "replace")))
-        return exc
+        return NotJsonRpc(str(exc))
 
 
 class LaneClosed(Exception):
@@ -238,7 +246,8 @@ class RawLane:
         return True
 
     def close(self, reason: str) -> None:
-        self._closed = reason
+        if self._closed is None:  # the first reason is why: the connection's close after an end of output says less
+            self._closed = reason
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
@@ -306,6 +315,31 @@ async def stdio_transport(
     lane = RawLane(stdin)
     if on_lane is not None:
         on_lane(lane)
+    last_words = stderr.LastWords()  # what the server said last that was not the protocol, on stderr or stdout
+    output_ended = output_held = False
+    exited = anyio.Event()
+    loop = asyncio.get_running_loop()
+
+    def close_output() -> None:
+        nonlocal output_held
+        stdout_pipe = pipes.get_pipe_transport(1)
+        if stdout_pipe is not None and not stdout_pipe.is_closing() and not output_ended:
+            output_held = True
+            stdout_pipe.close()  # the stream then ends as if the server had closed it
+
+    def ended_as(returncode: int) -> str:
+        how = last_words.describe(returncode)
+        return f"{how}; a process it started kept its output open" if output_held else how
+
+    def on_exit() -> None:
+        # Its output may outlive it (a child of its holding the pipe): the session would never end, and calls would
+        # wait for their timeout. What it wrote before it went has `_EXIT_DRAIN` to arrive.
+        exited.set()
+        loop.call_later(_EXIT_DRAIN, close_output)
+
+    tapped.on_exit = on_exit
+    if tapped.exited:  # before the connection took it (spawned early)
+        on_exit()
 
     lines = LineReader(max_message_bytes)
 
@@ -324,7 +358,9 @@ async def stdio_transport(
     read_in_chunks(stdout_pipe)
 
     async def read_stdout() -> None:
+        nonlocal output_ended
         delivering = True
+        closing = "the server closed its output"
         try:
             async with read_writer:
                 while True:
@@ -332,6 +368,13 @@ async def stdio_transport(
                     chunk = await stdout.read(_CHUNK)
                     tapped.busy, tapped.taken = True, tapped.taken + len(chunk)
                     if not chunk:
+                        output_ended = True
+                        # Most often the process went with its output: how it went is what the calls under way are
+                        # told (a crash's signal, its last words).
+                        with anyio.move_on_after(_EXIT_WAIT):
+                            await exited.wait()
+                        if process.returncode is not None:
+                            closing = ended_as(process.returncode)
                         break
                     for line in lines.feed(chunk):
                         if isinstance(line, MessageTooLarge):
@@ -341,7 +384,12 @@ async def stdio_transport(
                             continue
                         if not delivering:
                             continue
-                        item = line if isinstance(line, MessageTooLarge) else parse_line(line)
+                        if isinstance(line, MessageTooLarge):
+                            item: SessionMessage | Exception = line
+                        else:
+                            item = parse_line(line)
+                            if isinstance(item, NotJsonRpc):
+                                last_words.note(line)  # a usage message or an error printed where JSON-RPC goes
                         try:
                             await read_writer.send(item)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -350,7 +398,7 @@ async def stdio_transport(
                             delivering = False
         finally:
             tapped.busy = True  # nothing is taken past the end of the reading
-            lane.close("the server closed its output")
+            lane.close(closing)
 
     async def write_stdin() -> None:
         try:
@@ -366,8 +414,6 @@ async def stdio_transport(
         finally:
             writer_done.set()
 
-    last_words = stderr.LastWords()
-
     async def relay_stderr() -> None:
         try:
             await stderr.relay(errors.read, name, last=last_words)
@@ -375,17 +421,21 @@ async def stdio_transport(
             stderr_done.set()
 
     async def shutdown() -> None:
+        # Whether the server ended the connection (its process or its output gone) rather than this side: only then
+        # does its exit say why the connection ended (one that exits once its input closes says nothing).
+        server_ended = exited.is_set() or output_ended
         lane.close("the connection is closing")
         read_stream.close()
         write_stream.close()
         with anyio.move_on_after(_WRITER_FLUSH):
             await writer_done.wait()
-        await stop_process_group(process)
+        signalled = await stop_process_group(process)
         # Its last words (a traceback, say) are what explains why it stopped.
         with anyio.move_on_after(_STDERR_DRAIN):
             await stderr_done.wait()
-        if on_end is not None and process.returncode is not None:
-            on_end(last_words.describe(process.returncode))
+        if on_end is not None and server_ended and process.returncode is not None:
+            # A server that closed its output and stayed was stopped here: its signal is ours, not its story.
+            on_end("the server closed its output and did not exit" if signalled else ended_as(process.returncode))
         # Else the pipes stay open, and warn at collection, while a survivor holds one.
         pipes.close()
 

@@ -224,6 +224,74 @@ async def test_a_server_that_dies_in_a_session_is_reported_lost_with_its_status(
     assert "the server exited with status 3" in lost["reason"], lost
 
 
+async def test_a_server_killed_while_a_child_of_its_holds_its_output_is_lost_at_once(hostile: Hostile) -> None:
+    # The child keeps the pipe open: the output never ends, so only the process's own exit can say the server is gone
+    # (the call under way waited for call_timeout, and the server stayed "connected", before).
+    events: Events = []
+    child_pid, started = hostile.root / "child.pid", hostile.root / "server.pid"
+    async with running(hostile.config(), events) as server:
+        await server.call_tool("spawn", {"pidfile": str(child_pid)})  # inherits the server's stdout
+        child = int(child_pid.read_text())
+        failed: list[str] = []
+
+        async def blocked() -> None:
+            with pytest.raises(UpstreamCallFailed) as call:
+                await server.call_tool("block", {"started": str(started)})
+            failed.append(call.value.reason)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(blocked)
+                await poll(started.exists, 10, "the call to be under way")
+                os.kill(int(started.read_text()), signal.SIGKILL)
+        assert failed == [
+            "the connection closed during the call (the server was ended by SIGKILL; a process it started kept its "
+            "output open)"
+        ], failed
+        await poll(lambda: any(kind == "upstream_lost" for kind, _ in events), 10, "the loss to be reported")
+        [lost] = [details for kind, details in events if kind == "upstream_lost"]
+        assert "the server was ended by SIGKILL; a process it started kept its output open" in lost["reason"], lost
+        await poll(lambda: not alive(child), 15, "the child, left in the server's group, to be stopped")
+        await poll(lambda: server.state is State.CONNECTED, 20, "the server to be back")
+
+
+async def test_a_server_that_closes_its_output_and_stays_is_not_said_to_have_been_killed(tmp_path: Path) -> None:
+    config = ServerConfig(command="/bin/sh", args=["-c", "exec 1>&-; exec sleep 60"])
+    async with running(config) as server:
+        assert server.last_error is not None
+        assert server.last_error.endswith("; the server closed its output and did not exit"), server.last_error
+        assert "SIG" not in server.last_error
+
+
+async def test_an_upstreams_error_at_start_is_escaped_wherever_it_is_told(
+    hostile: Hostile, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mcphost.upstream")
+    hostile.set(init_error="\x1b]0;pwned\x07bad \x1b[2J thing\nmcphost: ERROR forged line")
+    async with running(hostile.config()) as server:
+        assert server.last_error == "\\x1b]0;pwned\\x07bad \\x1b[2J thing\\nmcphost: ERROR forged line"
+    told = [record.getMessage() for record in caplog.records]
+    assert any("forged line" in message for message in told), told
+    assert not any(c in message for message in told for c in "\x1b\x07\n"), told
+    # It exited because the host closed its input, not by itself: that is no part of the reason.
+    assert not any("exited with status" in message for message in told), told
+
+
+async def test_a_line_that_is_not_json_rpc_is_reported_once_and_is_a_servers_last_words(
+    hostile: Hostile, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mcphost.upstream")
+    hostile.set(junk="Starting notes server v1.0 on stdio")
+    async with running(hostile.config()) as server:
+        assert text(await server.call_tool("echo", {"text": "fine"})) == "fine"
+    told = [record.getMessage() for record in caplog.records]
+    assert told == ["upstream sent a line that is not JSON-RPC: Starting notes server v1.0 on stdio"], told
+    usage = ServerConfig(command="/bin/sh", args=["-c", "echo 'usage: notes-server --db PATH'; exit 2"])
+    async with running(usage) as server:
+        assert server.last_error is not None
+        assert server.last_error.endswith("the server exited with status 2: usage: notes-server --db PATH")
+
+
 # ---- 5. no upstream outlives its host
 
 

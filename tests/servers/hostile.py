@@ -7,7 +7,9 @@ Run as `python tests/servers/hostile.py` (newline-delimited JSON-RPC on stdin/st
 - `bad_tools`: list malformed tools beside the good ones;
 - `shifty`: the annotations of the tool `shifty` (changed without notifications/tools/list_changed);
 - `result_first`: write answers as {"result", "jsonrpc", "id"} (the TypeScript SDK's order);
-- `linger`: ignore SIGTERM and the end of stdin (read once, at start).
+- `linger`: ignore SIGTERM and the end of stdin (read once, at start);
+- `init_error`: answer `initialize` with this error message;
+- `junk`: write this line on stdout before anything else (read once, at start).
 
 `HOSTILE_TRACE` names a file that gets one line per request method received.
 """
@@ -97,6 +99,8 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def _answer(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     method, params = request.get("method"), request.get("params") or {}
+    if method == "initialize" and state.get("init_error"):
+        return {"error": {"code": -32000, "message": state["init_error"]}}
     if method == "initialize":
         return {
             "protocolVersion": params.get("protocolVersion", "2025-06-18"),
@@ -130,6 +134,9 @@ def main() -> None:
     if linger:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     trace = os.environ.get("HOSTILE_TRACE")
+    if _state().get("junk"):  # a line where the protocol goes, as a server that logs to stdout writes one
+        sys.stdout.write(_state()["junk"] + "\n")
+        sys.stdout.flush()
     for line in sys.stdin.buffer:
         request = json.loads(line)
         if trace:
