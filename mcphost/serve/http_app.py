@@ -271,9 +271,11 @@ class CallShortcut:
         )
         session = raw_session.decode("latin-1") if raw_session is not None else None
         if scope["method"] == "DELETE":
+            transport = self.manager._server_instances.get(session) if session is not None else None
             await self.app(scope, receive, send)
             if session is not None:
-                self.calls.closed(session)
+                # The SDK cancels what it runs for a session it ends; the calls answered here end with it too.
+                self.calls.closed(session, ended=transport is not None and transport.is_terminated)
             return
         if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self.app(scope, receive, send)

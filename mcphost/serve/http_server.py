@@ -252,6 +252,11 @@ class _AgentsHttp(HttpToolsProtocol):
                 assert task is not None
                 task.uncancel()
                 return
+            if isinstance(exc, asyncio.CancelledError) and not cycle.keep_alive:
+                # The server stopping (uvicorn's wait for calls in flight ran out): the call is recorded as
+                # cancelled, and its connection closes, as the SDK's event streams end then. No error: none happened.
+                self.transport.close()
+                return
             logger.error("the answer to a claimed call failed", exc_info=exc)
             if not cycle.response_started:
                 await cycle.send_500_response()

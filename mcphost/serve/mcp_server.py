@@ -725,8 +725,14 @@ class HttpCalls:
         version = negotiated_version(params) or LATEST_HANDSHAKE_VERSION
         self._clients[transport_id] = (name, client_name(params.get("clientInfo")), elicits, version)
 
-    def closed(self, transport_id: str) -> None:
+    def closed(self, transport_id: str, ended: bool = False) -> None:
+        """Forget a session; `ended`: its client ended it (DELETE), and its calls still running are cancelled, as the
+        SDK cancels those it runs (each is recorded as cancelled, and answered as a cancelled call is)."""
         self._clients.pop(transport_id, None)
+        if ended:
+            for (session, _), cut in list(self._running.items()):
+                if session == transport_id:
+                    cut.cancel()
 
     def keep_only(self, open_sessions: Container[str]) -> None:
         """Forget every session but these (the ones the SDK's manager still holds)."""

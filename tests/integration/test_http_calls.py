@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx2
 import pytest
 
@@ -105,6 +106,55 @@ async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(
     assert record["status"] == "cancelled" and record["tool"] == "slow"
     assert answers[0].status_code == 202 and answers[0].content == b""  # no answer to a cancelled request
     assert after.status_code == 200 and [r["status"] for r in sandbox.tool_calls()] == ["cancelled", "success"]
+
+
+async def test_a_call_running_when_its_client_ends_the_session_is_cancelled(sandbox: Sandbox, tmp_path: Path) -> None:
+    # As the SDK cancels the calls it runs for a session it ends: a write must not go on, and be recorded a success,
+    # for a client that has gone.
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
+        plain = Plain(http, d.url, d.headers)
+        await plain.open()
+        answers: list[httpx2.Response] = []
+        async with anyio.create_task_group() as tg:
+
+            async def slow_call() -> None:
+                answers.append(await plain.post(call("slow", slow_read(started, gate))))
+
+            tg.start_soon(slow_call)
+            await poll(started.exists, "the upstream to start the slow call")
+            assert (await http.delete(d.url, headers=plain.headers)).status_code == 200
+        [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
+        gate.touch()
+    assert record["status"] == "cancelled" and record["tool"] == "slow"
+    assert answers[0].status_code == 202 and answers[0].content == b""
+
+
+async def test_a_call_cut_short_by_the_daemon_stopping_closes_its_connection_without_an_error(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
+        plain = Plain(http, d.url, d.headers)
+        await plain.open()
+        outcome: list[BaseException | httpx2.Response] = []
+        async with anyio.create_task_group() as tg:
+
+            async def slow_call() -> None:
+                try:
+                    outcome.append(await plain.post(call("slow", slow_read(started, gate))))
+                except httpx2.TransportError as exc:
+                    outcome.append(exc)
+
+            tg.start_soon(slow_call)
+            await poll(started.exists, "the upstream to start the slow call")
+            d.process.terminate()
+        assert await anyio.to_thread.run_sync(d.process.wait, 15) == 0
+    assert isinstance(outcome[0], httpx2.TransportError), outcome  # the connection closed: no 500 for a stop
+    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
+    assert "Traceback" not in d.stderr and "failed" not in d.stderr, d.stderr
 
 
 async def test_sdk_clients_of_both_eras_call_over_http(sandbox: Sandbox) -> None:
