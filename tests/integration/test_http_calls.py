@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,23 @@ class Plain:
         return await self.http.post(self.url, json=message, headers=self.headers)
 
 
+async def while_slow(
+    plain: Plain, started: Path, gate: Path, then: Callable[[], Awaitable[None]]
+) -> list[httpx2.Response]:
+    """The answer to a slow call on `plain`'s session (the probe's, held until `gate` exists), with `then` done once
+    the upstream has started it."""
+    answers: list[httpx2.Response] = []
+    async with anyio.create_task_group() as tg:
+
+        async def slow_call() -> None:
+            answers.append(await plain.post(call("slow", slow_read(started, gate))))
+
+        tg.start_soon(slow_call)
+        await poll(started.exists, "the upstream to start the slow call")
+        await then()
+    return answers
+
+
 async def test_a_call_is_answered_as_plain_json_and_recorded_under_its_session(sandbox: Sandbox) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
@@ -85,21 +103,16 @@ async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(
     # Twice: a client that repeats its cancellation must not break into the record's write the first one began.
     sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
-    slow = slow_read(started, gate)
     async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
         plain = Plain(http, d.url, d.headers)
         await plain.open()
-        answers: list[httpx2.Response] = []
-        async with anyio.create_task_group() as tg:
 
-            async def slow_call() -> None:
-                answers.append(await plain.post(call("slow", slow)))
-
-            tg.start_soon(slow_call)
-            await poll(started.exists, "the upstream to start the slow call")
+        async def cancel() -> None:
             notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}}
             for _ in range(notices):
                 assert (await plain.post(notice)).status_code == 202
+
+        answers = await while_slow(plain, started, gate, cancel)
         [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
         gate.touch()
         after = await plain.post(call(2, READ))
@@ -116,15 +129,11 @@ async def test_a_call_running_when_its_client_ends_the_session_is_cancelled(sand
     async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
         plain = Plain(http, d.url, d.headers)
         await plain.open()
-        answers: list[httpx2.Response] = []
-        async with anyio.create_task_group() as tg:
 
-            async def slow_call() -> None:
-                answers.append(await plain.post(call("slow", slow_read(started, gate))))
-
-            tg.start_soon(slow_call)
-            await poll(started.exists, "the upstream to start the slow call")
+        async def end_session() -> None:
             assert (await http.delete(d.url, headers=plain.headers)).status_code == 200
+
+        answers = await while_slow(plain, started, gate, end_session)
         [record] = await poll(sandbox.tool_calls, "the cancelled call's record")
         gate.touch()
     assert record["status"] == "cancelled" and record["tool"] == "slow"
