@@ -239,7 +239,11 @@ class HandedOut(Outbox):
 
     def give_up(self) -> None:
         """Close the agent's stdout here at once, whatever is still unwritten: the relay writes next."""
-        self.writer.transport.abort()
+        transport = self.writer.transport
+        # Closed already (the agent stopped reading): asyncio's abort of a closed pipe raises, which cut short the
+        # session's cleanup after it.
+        if not transport.is_closing():
+            transport.abort()
 
 
 def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:

@@ -544,17 +544,23 @@ class UpstreamServer:
     async def _refresh_once(self, client: Client) -> None:
         """Read the tool list, or wait for the read already under way: many calls checking at once cost the server
         one tools/list, and two reads can never overwrite each other's results out of order."""
-        running = self._refreshing
-        if running is not None:
+        while (running := self._refreshing) is not None:
             await running.done.wait()
+            if running.cancelled:
+                # The call that began the read was cancelled, not the read's server at fault: read again (or wait for
+                # the read another waiter begins). One agent's cancelled call must not fail another's.
+                continue
             if running.error is not None:
                 raise UpstreamCallFailed(self.name, f"reading its tool list failed: {running.error}")
             return
         refresh = self._refreshing = _Refresh()
         try:
             await self._refresh_tools(client)
-        except BaseException as exc:
-            refresh.error = describe_exception(exc) if isinstance(exc, Exception) else "cancelled"
+        except Exception as exc:
+            refresh.error = describe_exception(exc)
+            raise
+        except BaseException:
+            refresh.cancelled = True
             raise
         finally:
             self._refreshing = None
@@ -684,6 +690,7 @@ class UpstreamServer:
 class _Refresh:
     done: anyio.Event = field(default_factory=anyio.Event)
     error: str | None = None
+    cancelled: bool = False  # the task that began it was cancelled (the read itself did not fail)
 
 
 def _dropped_by_guard(page: types.ListToolsResult) -> list[Dropped]:

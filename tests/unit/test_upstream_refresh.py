@@ -82,6 +82,34 @@ async def test_every_caller_waiting_on_a_failed_read_hears_why() -> None:
         assert "t" in server.tools, "a failed read keeps the last good list"
 
 
+async def test_a_cancelled_caller_does_not_fail_the_others_waiting_on_its_read() -> None:
+    # In a daemon the read is shared by every agent's calls to the server: one agent cancelling the call that began
+    # it must not fail another agent's call with "cancelled" (found by a probe: UPSTREAM_ERROR, the call not made).
+    scripted = Scripted()
+    async with connected(scripted) as server:
+        before = scripted.lists
+        scripted.hold = True
+        found: list[Any] = []
+
+        async def check() -> None:
+            found.append(await server.fresh_tool("t", max_age=0))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                async with anyio.create_task_group() as first:
+                    first.start_soon(check)
+                    await scripted.listing.wait()  # the first caller's read is under way
+                    tg.start_soon(check)
+                    tg.start_soon(check)
+                    await anyio.wait_all_tasks_blocked()
+                    scripted.listing = anyio.Event()
+                    first.cancel_scope.cancel()
+                await scripted.listing.wait()  # read again, by one of the others
+                scripted.release.set()
+        assert [tool.name for tool in found] == ["t", "t"]
+        assert scripted.lists == before + 2
+
+
 async def test_a_fresh_list_within_max_age_is_not_read_again() -> None:
     scripted = Scripted()
     async with connected(scripted) as server:
