@@ -332,7 +332,8 @@ def detail(record: Mapping[str, Any], ascii_only: bool = False) -> str:
         out.append("  error")
         out.append(f"    {'code':<18}{safe(error.get('code'))}")
         out.append(f"    {'message':<18}{safe(error.get('message'))}")
-    for warning in record.get("warnings") or []:
+    warnings = record.get("warnings")
+    for warning in warnings if isinstance(warnings, list) else [warnings] if warnings is not None else []:
         field("warning", safe(warning))
     if record.get("arguments") is not None:
         field("arguments", safe(_compact(record["arguments"])))

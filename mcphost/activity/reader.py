@@ -307,7 +307,8 @@ class Outcomes:
         if isinstance(started, str):
             self._answered.add(started)
         elif record.get("type") == "tool_call_started":
-            if record.get("id") in self._answered:
+            started_id = record.get("id")
+            if isinstance(started_id, str) and started_id in self._answered:  # a hand-made line's id may be a list
                 return None
             return {**record, "outcome": "unknown"}
         return record

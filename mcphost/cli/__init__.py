@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import sys
 from dataclasses import dataclass
@@ -111,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "config"):
         args.config = None
     setup_logging(getattr(args, "verbose", 0))
+    # Text from a log line or an upstream can hold a lone surrogate (JSON's "\udfff" decodes to one): shown as that
+    # escape, which is also valid JSON, rather than a UnicodeEncodeError half-way through a listing.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         result: int = args.func(args)
     except KeyboardInterrupt:

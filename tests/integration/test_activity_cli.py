@@ -117,6 +117,28 @@ def test_bad_filters_exit_2_and_list_the_valid_values(sandbox: Sandbox) -> None:
         assert message in result.stderr, result.stderr
 
 
+def test_hand_made_lines_that_no_writer_makes_are_listed_not_crashed_on(sandbox: Sandbox) -> None:
+    # mcphost never writes these (its scrub replaces lone surrogates; ids are strings; warnings a list), but a log may
+    # be edited by hand or come from elsewhere: each crashed the readers (found by a probe of the readers).
+    head = '"timestamp":"2026-11-28T17:18:02.000Z","server":"probe","status":"success"'
+    lines = [
+        f'{{"id":"A1","type":"tool_call",{head},"tool":"x\\udfff"}}',  # JSON's escape of a lone surrogate
+        f'{{"id":[],"type":"tool_call_started",{head},"tool":"t"}}',
+        f'{{"id":"C1","type":"tool_call",{head},"tool":"t","warnings":5}}',
+    ]
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    (sandbox.data / "activity.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    listing = mcphost(sandbox, "activity", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert "probe:x\\udfff" in listing.stdout and "outcome unknown" in listing.stdout and "C1" in listing.stdout
+    as_json = mcphost(sandbox, "log", "tail", "-o", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert [json.loads(line)["tool"] for line in as_json.stdout.splitlines()] == ["x\udfff", "t", "t"]
+    shown = mcphost(sandbox, "activity", "show", "C1")
+    assert shown.returncode == 0 and "warning" in shown.stdout and "5" in shown.stdout, shown.stderr
+    assert mcphost(sandbox, "activity", "show", "A1").returncode == 0
+
+
 def test_log_tail_on_a_new_machine_says_there_is_no_activity_yet(sandbox: Sandbox) -> None:
     result = mcphost(sandbox, "log", "tail")
     assert result.returncode == 0 and result.stdout == ""
