@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import anyio.to_thread
 import httpx2
 import pytest
 
-from tests.helpers import Sandbox, daemon, http_agent, poll, slow_read, text_of
+from tests.helpers import Daemon, Sandbox, daemon, http_agent, poll, slow_read, text_of
 
 INIT = {
     "jsonrpc": "2.0",
@@ -48,6 +49,16 @@ class Plain:
         return await self.http.post(self.url, json=message, headers=self.headers)
 
 
+@asynccontextmanager
+async def opened(sandbox: Sandbox) -> AsyncIterator[tuple[Daemon, httpx2.AsyncClient, Plain]]:
+    """A daemon whose policy allows reads of the probe, and a plain client's session open on it."""
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
+        plain = Plain(http, d.url, d.headers)
+        await plain.open()
+        yield d, http, plain
+
+
 async def while_slow(
     plain: Plain, started: Path, gate: Path, then: Callable[[], Awaitable[None]]
 ) -> list[httpx2.Response]:
@@ -66,10 +77,7 @@ async def while_slow(
 
 
 async def test_a_call_is_answered_as_plain_json_and_recorded_under_its_session(sandbox: Sandbox) -> None:
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (_d, _http, plain):
         first, second = await plain.post(call(1, READ)), await plain.post(call(2, READ))
     for response, request_id in ((first, 1), (second, 2)):
         assert response.status_code == 200
@@ -84,10 +92,7 @@ async def test_a_call_is_answered_as_plain_json_and_recorded_under_its_session(s
 
 
 async def test_an_ended_session_is_not_served_by_the_shortcut(sandbox: Sandbox) -> None:
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (d, http, plain):
         assert (await plain.post(call(1, READ))).status_code == 200
         ended = await http.delete(d.url, headers=plain.headers)
         assert ended.status_code == 200
@@ -101,11 +106,8 @@ async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(
     sandbox: Sandbox, tmp_path: Path, notices: int
 ) -> None:
     # Twice: a client that repeats its cancellation must not break into the record's write the first one began.
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (_d, _http, plain):
 
         async def cancel() -> None:
             notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}}
@@ -124,11 +126,8 @@ async def test_a_call_cancelled_over_http_is_recorded_as_cancelled(
 async def test_a_call_running_when_its_client_ends_the_session_is_cancelled(sandbox: Sandbox, tmp_path: Path) -> None:
     # As the SDK cancels the calls it runs for a session it ends: a write must not go on, and be recorded a success,
     # for a client that has gone.
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (d, http, plain):
 
         async def end_session() -> None:
             assert (await http.delete(d.url, headers=plain.headers)).status_code == 200
@@ -143,11 +142,8 @@ async def test_a_call_running_when_its_client_ends_the_session_is_cancelled(sand
 async def test_a_call_cut_short_by_the_daemon_stopping_closes_its_connection_without_an_error(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
     started, gate = tmp_path / "started", tmp_path / "gate"
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (d, _http, plain):
         outcome: list[BaseException | httpx2.Response] = []
         async with anyio.create_task_group() as tg:
 
@@ -177,10 +173,7 @@ async def test_sdk_clients_of_both_eras_call_over_http(sandbox: Sandbox) -> None
 
 async def test_a_call_that_any_layer_in_front_would_refuse_is_refused_not_answered(sandbox: Sandbox) -> None:
     # The daemon's HTTP server answers a tool call before the ASGI layers run; each of their refusals must stand.
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (d, http, plain):
         api_token = d.info["api"]["token"]
         port = d.url.split(":")[2].split("/")[0]
         refused = {
@@ -248,10 +241,7 @@ def _post(plain: Plain, message: dict[str, Any], *, chunked: bool = False, expec
 
 
 async def test_pipelined_chunked_and_continued_calls_are_each_answered_in_order(sandbox: Sandbox) -> None:
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
-    async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
-        plain = Plain(http, d.url, d.headers)
-        await plain.open()
+    async with opened(sandbox) as (d, _http, plain):
         pipelined = b"".join(b"".join(_post(plain, call(n, {**READ, "args": {"text": f"p{n}"}}))) for n in range(3))
         in_order = await _exchange(d.url, pipelined, 3)
         chunked = await _exchange(d.url, b"".join(_post(plain, call("chunked", READ), chunked=True)), 1)

@@ -255,7 +255,7 @@ async def test_a_server_killed_while_a_child_of_its_holds_its_output_is_lost_at_
         await poll(lambda: server.state is State.CONNECTED, 20, "the server to be back")
 
 
-async def test_a_server_that_closes_its_output_and_stays_is_not_said_to_have_been_killed(tmp_path: Path) -> None:
+async def test_a_server_that_closes_its_output_and_stays_is_not_said_to_have_been_killed() -> None:
     config = ServerConfig(command="/bin/sh", args=["-c", "exec 1>&-; exec sleep 60"])
     async with running(config) as server:
         assert server.last_error is not None
