@@ -208,6 +208,16 @@ def activity_api_openapi() -> Document:
                 },
             },
         },
+        "LogUnreadable": {
+            "type": "object",
+            "description": "The activity log is there but cannot be read: a directory or a FIFO in its place, a "
+            "file this user may not read, a failing disk.",
+            "required": ["error", "message"],
+            "properties": {
+                "error": {"const": "log_unreadable"},
+                "message": {"type": "string", "description": "Names the file and what is wrong with it."},
+            },
+        },
         "Unauthorized": {
             "type": "object",
             "required": ["error", "message"],
@@ -267,6 +277,7 @@ def activity_api_openapi() -> Document:
                             "included).",
                             headers={"WWW-Authenticate": {"schema": {"type": "string"}}},
                         ),
+                        "503": _json("LogUnreadable", "The activity log cannot be read; nothing was returned."),
                     },
                 }
             }

@@ -370,4 +370,10 @@ def _compact(value: Any) -> str:
 def to_yaml(value: Any) -> str:
     import yaml  # only `-o yaml` pays for the import
 
-    return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
+    try:
+        return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
+    except RecursionError:
+        # Nesting too deep for PyYAML's emitter, which takes several frames a level (a hand-made line: the gateway
+        # takes 64 levels at most). JSON is YAML too, and the C encoder takes one frame a level, as the parser that
+        # read the record did.
+        return json.dumps(value, ensure_ascii=False, default=str) + "\n"

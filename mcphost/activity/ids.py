@@ -67,3 +67,10 @@ def id_time_ms(record_id: str) -> int | None:
             return None
         value = value * 32 + digit
     return value
+
+
+def record_id(text: str) -> str:
+    """An id as a person types it: ULIDs are case-insensitive, so `01jd...` names the record `01JD...`."""
+    wanted = text.strip()
+    upper = wanted.upper()
+    return upper if len(upper) == 26 and all(c in _DIGITS for c in upper) else wanted

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import stat as stat_kind
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ import orjson
 
 Record = dict[str, Any]
 BLOCK = 1 << 20
+# What a follower keeps of the lines it read, to tell at each poll that the file was only appended to since.
+ANCHOR = 64
 # orjson reads a record in half the time the standard parser takes. What it refuses (NaN, lone surrogates) is read
 # again by the standard parser, and so is any line that may hold an integer past 64 bits (orjson would make it a
 # float): what is read does not depend on which parser read it.
@@ -123,6 +126,28 @@ def log_files(path: Path) -> list[Path]:
     return files + [p for _, p in sorted(rotated)]
 
 
+class UnreadableLog(Exception):
+    """A file of the activity log that is there but cannot be read as one (a directory, a FIFO, no permission)."""
+
+
+def open_log(path: Path) -> int:
+    """A descriptor of one of the log's files, for reading. FileNotFoundError when it is not there (rotated away, or
+    no activity yet); UnreadableLog when it is not a regular file this user may read. Opened without blocking: a
+    FIFO in the log's place would otherwise hold the reader until something writes to it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableLog(f"cannot read the activity log {path}: {exc.strerror or exc}") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat_kind.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat_kind.S_ISDIR(mode) else "not a regular file"
+        raise UnreadableLog(f"cannot read the activity log {path}: it is {kind}, not a file of records")
+    return fd
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()
@@ -188,20 +213,40 @@ def listed_parser() -> Callable[[bytes], tuple[Record | None, bytes | None]]:
 
     def parse(line: bytes) -> tuple[Record | None, bytes | None]:
         try:
-            return decode(line), line
+            record = decode(line)
         except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
             return parse_entry(line)
+        if not line.isascii():
+            # msgspec does not look inside the strings it skips: a line that is not UTF-8 would be listed here,
+            # and passed on as it is, yet read otherwise by every other reader (`_lenient`).
+            try:
+                line.decode()
+            except UnicodeDecodeError:
+                return parse_entry(line)
+        return record, line
 
     return parse
 
 
 def _lenient(line: bytes) -> Any:
+    # NaN and Infinity are not JSON; a hand-edited line with them is read with nulls instead. The standard parser
+    # also takes what orjson refuses: integers past 64 bits, lone surrogates in escapes.
     try:
-        # NaN and Infinity are not JSON; a hand-edited line with them is read with nulls instead. The standard
-        # parser also takes what orjson refuses: integers past 64 bits, lone surrogates in escapes.
-        return json.loads(line, parse_constant=lambda _name: None)
-    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError both; absurd nesting
+        return json.loads(line, parse_constant=_null)
+    except UnicodeDecodeError:
+        pass
+    except (ValueError, RecursionError):  # JSONDecodeError; absurd nesting
         return None
+    # Bytes that are not UTF-8 (a disk's damage, a hand edit): the record is still shown, with U+FFFD in their
+    # place, rather than left out of every listing of what happened.
+    try:
+        return json.loads(line.decode("utf-8", "replace"), parse_constant=_null)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _null(_name: str) -> None:
+    return None
 
 
 def lines_newest_first(fd: int, end: int, needle: bytes | None, floor: int = 0) -> Iterator[bytes]:
@@ -275,7 +320,7 @@ def _files_newest_first(
 ) -> Iterator[tuple[Record, bytes | None]]:
     for file in files:
         try:
-            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_log(file)
         except FileNotFoundError:
             continue  # rotated away between listing and opening
         try:
@@ -321,6 +366,8 @@ class Position:
     dev: int
     ino: int
     offset: int
+    # The bytes just before `offset`, as the reader saw them: a follower checks they are still there.
+    anchor: bytes = b""
 
 
 def tail(
@@ -336,7 +383,7 @@ def tail(
     """
     position: Position | None = None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd: int | None = open_log(path)
     except FileNotFoundError:
         fd = None
     found: list[Record] = []
@@ -347,7 +394,9 @@ def tail(
             end = stat.st_size
             # A follower starts after the last complete line: a partial one is finished by its writer later.
             last_newline = _last_newline(fd, end)
-            position = Position(stat.st_dev, stat.st_ino, last_newline)
+            anchor_at = max(0, last_newline - ANCHOR)
+            anchor = os.pread(fd, last_newline - anchor_at, anchor_at)
+            position = Position(stat.st_dev, stat.st_ino, last_newline, anchor)
             if n > 0:
                 for line in lines_newest_first(fd, last_newline, needle):
                     record = parse_line(line)
@@ -399,15 +448,24 @@ class Follower:
     Rotation renames the live file to `.1` and starts a new one; when the path names another file, the follower
     finishes the one it has open, then reads the files rotated after it (a fast writer may have rotated more
     than once between two polls), then the new live file from its start.
+
+    A file is only appended to, but for two cuts: its writer takes back the part of a record a full disk left
+    (the follower may hold that part as a line being written), and a person may empty it (`: > activity.jsonl`).
+    The last bytes read are checked at each poll; `on_cut(path)` hears of the second, and the file is followed
+    from its start again.
     """
 
-    def __init__(self, path: Path, position: Position | None) -> None:
+    def __init__(self, path: Path, position: Position | None, on_cut: Callable[[Path], None] | None = None) -> None:
         self.path = path
+        self._on_cut = on_cut
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         self._offset = 0
         self._partial = b""
-        # Files there before we started hold no new records; any other file is new and read from its start.
+        # The last bytes of the complete lines read, which end at `_offset - len(_partial)`.
+        self._anchor = b""
+        # Files that hold no record still to read: every file there before we started, the ones older than the
+        # file a position names, and each one finished.
         self._old: set[tuple[int, int]] = set()
         if position is not None:
             self._attach(position)
@@ -416,14 +474,17 @@ class Follower:
 
     def _attach(self, position: Position) -> None:
         # Usually the live file; when it rotated between the tail and now, one of the rotated ones.
-        for file in log_files(self.path):
+        files = log_files(self.path)
+        for at, file in enumerate(files):
             try:
-                fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+                fd = open_log(file)
             except FileNotFoundError:
                 continue
             stat = os.fstat(fd)
             if (stat.st_dev, stat.st_ino) == (position.dev, position.ino):
                 self._fd, self._ident, self._offset = fd, (stat.st_dev, stat.st_ino), position.offset
+                self._anchor = position.anchor
+                self._old = {ident for ident in map(_identity, files[at + 1 :]) if ident is not None}
                 return
             os.close(fd)
 
@@ -444,29 +505,34 @@ class Follower:
                 return out
             # The path names a newer file: ours is finished (writers never write to a rotated file).
             out.extend(self._read_new())
-            self._partial = b""  # a line torn by a crash in a rotated file will never be finished
-            assert self._fd is not None
+            assert self._fd is not None and self._ident is not None
             os.close(self._fd)
-            self._fd, self._ident, self._offset = successor[0], successor[1], 0
+            self._old.add(self._ident)
+            self._switch(successor[0], successor[1])
         return out
+
+    def _switch(self, fd: int, ident: tuple[int, int]) -> None:
+        # A line torn by a crash in the file left will never be finished.
+        self._fd, self._ident, self._offset, self._partial, self._anchor = fd, ident, 0, b"", b""
 
     def _open_live(self) -> bool:
         """No file yet: take the oldest one that appeared since we started (a fast writer may have rotated)."""
         for file in reversed(log_files(self.path)):
             try:
-                fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+                fd = open_log(file)
             except FileNotFoundError:
                 continue
             stat = os.fstat(fd)
             if (stat.st_dev, stat.st_ino) in self._old:
                 os.close(fd)
                 continue
-            self._fd, self._ident, self._offset, self._partial = fd, (stat.st_dev, stat.st_ino), 0, b""
+            self._switch(fd, (stat.st_dev, stat.st_ino))
             return True
         return False
 
     def _read_new(self) -> list[Record]:
         assert self._fd is not None
+        self._check_appended_only()
         out: list[Record] = []
         while True:
             chunk = os.pread(self._fd, BLOCK, self._offset)
@@ -479,10 +545,30 @@ class Follower:
                 self._partial = data
                 continue
             self._partial = data[cut + 1 :]
+            done = data[max(0, cut + 1 - ANCHOR) : cut + 1]
+            self._anchor = done if len(done) == ANCHOR else (self._anchor + done)[-ANCHOR:]
             for line in data[:cut].split(b"\n"):
                 record = parse_line(line) if line else None
                 if record is not None:
                     out.append(record)
+
+    def _check_appended_only(self) -> None:
+        """Whether the bytes read last are still there; if not, where to read from."""
+        assert self._fd is not None
+        line_start = self._offset - len(self._partial)
+        anchor_at = line_start - len(self._anchor)
+        size = os.fstat(self._fd).st_size
+        held = self._anchor + self._partial
+        if size >= self._offset and os.pread(self._fd, len(held), anchor_at) == held:
+            return
+        if size >= line_start and os.pread(self._fd, len(self._anchor), anchor_at) == self._anchor:
+            # The writer took back a record the disk had no room for, whose start we read: the line held will never
+            # be finished, and what is there now from its start (a record written since) is read in full.
+            self._offset, self._partial = line_start, b""
+            return
+        self._offset, self._partial, self._anchor = 0, b"", b""
+        if self._on_cut is not None:
+            self._on_cut(self.path)
 
     def _successor(self) -> tuple[int, tuple[int, int]] | None:
         """The file written after ours, opened, when ours is no longer the live one; else None."""
@@ -500,10 +586,13 @@ class Follower:
                 if os.fstat(self._fd).st_nlink:
                     # Not listed, yet it has a name: a listing taken mid-rename can miss an entry. Look again.
                     continue
-                # Ours was deleted by retention, so every file left is newer: go on with the oldest of them.
+                # Ours was deleted (by retention, or by hand): go on with the oldest file that holds records still
+                # to read. Not simply the oldest file: one deleted by hand may leave older files behind.
                 for file in reversed(log_files(self.path)):
                     if (opened := self._open_checked(file)) is not None:
-                        return opened
+                        if opened[1] not in self._old:
+                            return opened
+                        os.close(opened[0])
                 return None
             following = self._open_checked(rotated_path(self.path, n - 1) if n > 1 else self.path)
             if self._rotated_index() == n:  # no rotation in between: `following` really comes after ours
@@ -528,7 +617,7 @@ class Follower:
     @staticmethod
     def _open_checked(path: Path) -> tuple[int, tuple[int, int]] | None:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_log(path)
         except FileNotFoundError:
             return None
         stat = os.fstat(fd)

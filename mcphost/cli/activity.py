@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcphost import console
 from mcphost.activity import display
+from mcphost.activity.ids import record_id
 from mcphost.activity.query import (
     DEFAULT_LIMIT,
     RecordFilter,
@@ -24,7 +25,7 @@ from mcphost.activity.query import (
 )
 from mcphost.activity.reader import records_newest_first
 from mcphost.cli.common import TABLE_FORMATS, add_listing_flags, table_width
-from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
+from mcphost.cli.filters import add_filter_flags, filter_from, log_path, reads_log, usage_error
 
 if TYPE_CHECKING:
     from mcphost.cli.scan import Render
@@ -67,6 +68,7 @@ def _print(value: Any, output: str) -> None:
         sys.stdout.write(display.to_yaml(value))
 
 
+@reads_log
 def run_list(args: argparse.Namespace) -> int:
     if args.limit < 0:
         usage_error(f"--limit: {args.limit} is negative; give how many records to show (0: all)")
@@ -131,7 +133,14 @@ def _utf8(stream: Any) -> bool:
 def _json_line(record: dict[str, Any], line: bytes | None) -> bytes:
     """A record for the JSON array: its line of the log as it is, when that is the record exactly as JSON; else
     encoded as the writer encodes a line."""
-    return line if line is not None else json.dumps(record, ensure_ascii=False, separators=COMPACT).encode("utf-8")
+    if line is not None:
+        return line
+    text = json.dumps(record, ensure_ascii=False, separators=COMPACT)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a hand-made line's "\udfff"): written as that escape, which stays JSON and UTF-8.
+        return json.dumps(record, separators=COMPACT).encode("ascii")
 
 
 def _write_json_array(lines: Iterator[bytes], limit: int) -> None:
@@ -178,9 +187,10 @@ def _write_lines(lines: Iterable[str]) -> None:
         sys.stdout.write("\n".join(chunk) + "\n")
 
 
+@reads_log
 def run_show(args: argparse.Namespace) -> int:
     path = log_path(args)
-    wanted = args.id.strip()
+    wanted = record_id(args.id)
     outcome: str | None = None  # the outcome of a started call, read before it (newest first)
     for record in records_newest_first(path, wanted.encode("utf-8", "replace")):
         if record.get("started_id") == wanted:
@@ -197,6 +207,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 1
 
 
+@reads_log
 def run_summary(args: argparse.Namespace) -> int:
     flt: RecordFilter = filter_from(args)
     gc.disable()  # as in run_list: plain dicts, no cycles

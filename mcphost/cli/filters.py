@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 from mcphost.activity.query import INTENT_TYPES, RECORD_TYPES, STATUSES, FilterError, RecordFilter, parse_filter
+from mcphost.activity.reader import UnreadableLog
 from mcphost.paths import activity_log_path
 
 FLAG_FOR = {
@@ -54,3 +57,23 @@ def filter_from(args: argparse.Namespace) -> RecordFilter:
 
 def log_path(args: argparse.Namespace) -> Path:
     return Path(args.file).expanduser() if args.file else activity_log_path()
+
+
+def reads_log(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command that reads the log says why it cannot, in a line, instead of a traceback: the path given is a
+    directory or a FIFO, a file is not this user's, the disk fails mid-read."""
+
+    @functools.wraps(run)
+    def reading(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except UnreadableLog as exc:
+            print(f"mcphost: {exc}", file=sys.stderr)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            print(f"mcphost: reading the activity log failed: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+
+    return reading

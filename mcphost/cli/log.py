@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from mcphost import console
 from mcphost.activity import display
 from mcphost.activity.reader import Follower, Record, tail
 from mcphost.cli.common import add_listing_flags, table_width
-from mcphost.cli.filters import add_filter_flags, filter_from, log_path, usage_error
+from mcphost.cli.filters import add_filter_flags, filter_from, log_path, reads_log, usage_error
 
 POLL_INTERVAL = 0.1
 
@@ -26,6 +27,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
     t.set_defaults(func=run_tail)
 
 
+@reads_log
 def run_tail(args: argparse.Namespace) -> int:
     if args.lines < 0:
         usage_error(f"-n: {args.lines} is negative; give how many records to show (0: none, only follow)")
@@ -58,7 +60,7 @@ def run_tail(args: argparse.Namespace) -> int:
         if not records and not path.exists():
             print(f"mcphost: no activity yet ({path} does not exist)", file=sys.stderr)
         return 0
-    follower = Follower(path, position)
+    follower = Follower(path, position, on_cut=_say_cut)
     try:
         while True:
             fresh = [r for r in follower.poll() if flt.matches(r)]
@@ -71,3 +73,8 @@ def run_tail(args: argparse.Namespace) -> int:
         return 0
     finally:
         follower.close()
+
+
+def _say_cut(path: Path) -> None:
+    # As `tail -F` says it: the records printed before stay, and the file is read again from its start.
+    print(f"mcphost: {path} was cut short (emptied by hand?); following it from its start", file=sys.stderr)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from mcphost.activity.query import Matcher, RecordFilter
-from mcphost.activity.reader import Record, lines_newest_first, listed_parser, log_files, parse_line
+from mcphost.activity.reader import Record, lines_newest_first, listed_parser, log_files, open_log, parse_line
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -117,7 +117,7 @@ def _open(files: list[Path], fds: list[int]) -> list[Segment]:
     segments = []
     for file in files:
         try:
-            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_log(file)
         except FileNotFoundError:
             continue  # rotated away between listing and opening
         fds.append(fd)

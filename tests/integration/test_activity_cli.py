@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -137,6 +138,106 @@ def test_hand_made_lines_that_no_writer_makes_are_listed_not_crashed_on(sandbox:
     shown = mcphost(sandbox, "activity", "show", "C1")
     assert shown.returncode == 0 and "warning" in shown.stdout and "5" in shown.stdout, shown.stderr
     assert mcphost(sandbox, "activity", "show", "A1").returncode == 0
+
+
+def test_every_listing_reads_a_damaged_line_alike_and_writes_only_utf8(sandbox: Sandbox) -> None:
+    # `--limit 0` takes the fast path (msgspec, which does not look inside the strings it skips, lines passed on as
+    # they are); `--limit 20` the full one. A byte that is not UTF-8 in an agent's arguments was listed by the first
+    # (and passed on, making `-o json` invalid) and left out by the second; a lone surrogate crashed `-o json`.
+    head = '"timestamp":"2026-11-28T17:18:02.000Z","server":"probe","status":"success","type":"tool_call"'
+    lines = [
+        f'{{"id":"01KB0000000000000000000001",{head},"tool":"a","arguments":{{"p":"caf'.encode() + b"\xe9" + b'"}}',
+        f'{{"id":"01KB0000000000000000000002",{head},"tool":"b","arguments":{{"p":"\\udfff"}}}}'.encode(),
+        f'{{"id":"01KB0000000000000000000003",{head},"tool":"c\u00e9"}}'.encode(),
+    ]
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    (sandbox.data / "activity.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    listings = []
+    for limit in ("0", "20"):
+        result = subprocess.run(
+            [sys.executable, "-m", "mcphost", "activity", "list", "--limit", limit, "-o", "json"],
+            env=sandbox.env(),
+            capture_output=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        listings.append(json.loads(result.stdout.decode("utf-8")))  # strict: raises on bytes that are not UTF-8
+    assert listings[0] == listings[1]
+    assert [(r["tool"], r.get("arguments")) for r in listings[0]] == [
+        ("c\u00e9", None),
+        ("b", {"p": "\udfff"}),
+        ("a", {"p": "caf\ufffd"}),
+    ]
+    text = mcphost(sandbox, "activity", "list", "--limit", "0")
+    assert text.returncode == 0 and text.stdout.count("probe:") == 3, text.stderr
+
+
+def test_a_record_nested_past_yaml_and_named_in_lowercase_is_shown(sandbox: Sandbox) -> None:
+    deep: Any = "bottom"
+    for _ in range(500):
+        deep = {"a": deep}
+    record = {"id": "01KB0000000000000000000ABC", "type": "tool_call", "tool": "t", "arguments": deep}
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    (sandbox.data / "activity.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    for output in ("yaml", "json", "text"):
+        shown = mcphost(sandbox, "activity", "show", "01kb0000000000000000000abc", "-o", output)
+        assert shown.returncode == 0, (output, shown.stderr)
+        assert "Traceback" not in shown.stderr and "01KB0000000000000000000ABC" in shown.stdout
+    # Past PyYAML's depth the record is written as JSON, which is YAML too (PyYAML itself cannot read it back).
+    as_yaml = mcphost(sandbox, "activity", "show", "01KB0000000000000000000ABC", "-o", "yaml").stdout
+    assert json.loads(as_yaml) == record
+
+
+def test_a_log_that_is_not_a_readable_file_is_named_with_what_is_wrong(sandbox: Sandbox) -> None:
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    live = sandbox.data / "activity.jsonl"
+    commands = [("log", "tail"), ("activity", "list"), ("activity", "list", "--limit", "0"), ("activity", "summary")]
+    commands.append(("activity", "show", "01KB0000000000000000000ABC"))
+    live.mkdir()
+    for command in commands:
+        result = mcphost(sandbox, *command, timeout=20)
+        assert result.returncode == 1, (command, result.stderr)
+        assert f"cannot read the activity log {live}: it is a directory" in result.stderr, (command, result.stderr)
+        assert "Traceback" not in result.stderr
+    live.rmdir()
+    os.mkfifo(live)  # opened without O_NONBLOCK, every reader waited for a writer that never comes
+    for command in commands:
+        result = mcphost(sandbox, *command, timeout=20)
+        assert result.returncode == 1 and "it is not a regular file" in result.stderr, (command, result.stderr)
+    live.unlink()
+    live.write_text("{}\n", encoding="utf-8")
+    if os.geteuid() != 0:  # root reads a file whatever its mode
+        live.chmod(0)
+        result = mcphost(sandbox, "log", "tail", timeout=20)
+        assert result.returncode == 1 and f"cannot read the activity log {live}: Permission denied" in result.stderr
+
+
+def test_follow_reads_a_log_emptied_by_hand_from_its_start_and_says_so(sandbox: Sandbox) -> None:
+    env = sandbox.env()
+    writer = [sys.executable, str(TESTS / "servers" / "log_writer.py"), str(sandbox.log)]
+    subprocess.run([*writer, "seed", "3"], env=env, check=True)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "mcphost", "log", "tail", "-f", "-n", "1", "-o", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert [r["server"] for r in read_json_lines(follower, 1, settle=0)] == ["seed"]
+        # Between two of its polls, the file is emptied (`: > activity.jsonl`) and written again, longer than where
+        # the follower stopped: its size alone does not tell.
+        follower.send_signal(signal.SIGSTOP)
+        try:
+            sandbox.log.write_bytes(b"")
+            subprocess.run([*writer, "after", "5"], env=env, check=True)
+        finally:
+            follower.send_signal(signal.SIGCONT)
+        seen = read_json_lines(follower, 5)
+        assert [(r["server"], r["details"]["seq"]) for r in seen] == [("after", i) for i in range(5)]
+    finally:
+        follower.terminate()
+        _, err = follower.communicate(timeout=10)
+    assert f"{sandbox.log} was cut short (emptied by hand?); following it from its start" in err.decode()
 
 
 def test_log_tail_on_a_new_machine_says_there_is_no_activity_yet(sandbox: Sandbox) -> None:

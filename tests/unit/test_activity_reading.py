@@ -353,6 +353,91 @@ def test_a_follower_whose_file_retention_deleted_goes_on_with_the_oldest_file_le
     follower.close()
 
 
+def test_a_follower_whose_rotated_file_is_deleted_by_hand_never_replays_the_older_ones(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(tmp_path / "activity.jsonl.2", [call("read", 0)])
+    write(tmp_path / "activity.jsonl.1", [call("read", 1)])
+    write(path, [call("read", 2)])
+    _, position = tail(path, 1, lambda r: True)
+    follower = Follower(path, position)
+    write(path, [call("read", 3)])
+    for n in (2, 1):  # a rotation between two polls
+        (tmp_path / f"activity.jsonl.{n}").rename(tmp_path / f"activity.jsonl.{n + 1}")
+    path.rename(tmp_path / "activity.jsonl.1")
+    write(path, [call("read", 4)])
+    (tmp_path / "activity.jsonl.1").unlink()  # the file followed, deleted by hand: older ones are left
+    assert [r["tool"] for r in follower.poll()] == ["t3", "t4"]
+    follower.close()
+
+
+def test_a_follower_reads_a_record_whole_after_its_writer_took_back_the_part_a_full_disk_left(tmp_path: Path) -> None:
+    # The writer cuts a short write back off (writer._append_line); a follower that read that part between the
+    # write and the cut holds it as a line being written, and must not glue the next record's tail onto it.
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", 0)])
+    _, position = tail(path, 1, lambda r: True)
+    follower = Follower(path, position)
+    size = path.stat().st_size
+    torn = json.dumps(call("write", 1, tool="torn")).encode()[:40]
+    write(path, [], tail_bytes=torn)
+    assert follower.poll() == []
+    with path.open("r+b") as f:
+        f.truncate(size)
+    after = call("read", 2, tool="next", padding="p" * 30)
+    write(path, [after])  # longer than the part taken back: the file is past where the follower stopped
+    assert [r["id"] for r in follower.poll()] == [after["id"]]
+    write(path, [call("read", 3)])
+    assert [r["tool"] for r in follower.poll()] == ["t3"]
+    follower.close()
+
+
+def test_a_follower_notices_a_log_emptied_in_place_and_reads_it_from_its_start(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", i) for i in range(3)])
+    _, position = tail(path, 3, lambda r: True)
+    cuts: list[Path] = []
+    follower = Follower(path, position, on_cut=cuts.append)
+    path.write_bytes(b"")  # `: > activity.jsonl`: same file, cut to nothing
+    fresh = [call("write", i, tool=f"new{i}") for i in range(5)]
+    write(path, fresh)  # by the next poll the file is longer than where the follower stopped
+    assert [r["id"] for r in follower.poll()] == [r["id"] for r in fresh]
+    assert cuts == [path]
+    write(path, [call("read", 9)])
+    assert [r["tool"] for r in follower.poll()] == ["t9"] and cuts == [path]
+    follower.close()
+
+
+def test_a_log_emptied_between_the_tail_and_the_follower_is_noticed_too(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", i) for i in range(3)])
+    _, position = tail(path, 1, lambda r: True)
+    path.write_bytes(b"")
+    fresh = [call("write", i, tool=f"new{i}") for i in range(5)]
+    write(path, fresh)
+    cuts: list[Path] = []
+    follower = Follower(path, position, on_cut=cuts.append)
+    assert [r["id"] for r in follower.poll()] == [r["id"] for r in fresh] and cuts == [path]
+    follower.close()
+
+
+def test_a_follower_of_a_file_only_appended_to_never_reports_a_cut(tmp_path: Path) -> None:
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", 0)])
+    _, position = tail(path, 1, lambda r: True)
+    cuts: list[Path] = []
+    follower = Follower(path, position, on_cut=cuts.append)
+    seen: list[str] = []
+    for i in range(1, 40):
+        line = json.dumps(call("read", i, padding="x" * (i * 7))).encode() + b"\n"
+        half = len(line) // 2
+        write(path, [], tail_bytes=line[:half])  # a poll between the two halves holds a line being written
+        seen += [r["tool"] for r in follower.poll()]
+        write(path, [], tail_bytes=line[half:])
+        seen += [r["tool"] for r in follower.poll()]
+    assert seen == [f"t{i}" for i in range(1, 40)] and cuts == []
+    follower.close()
+
+
 @pytest.mark.parametrize(
     ("text", "wide"),
     [

@@ -87,6 +87,9 @@ def test_what_the_fast_parser_refuses_is_read_as_before_but_never_passed_on_raw(
     assert parse_entry(b'{"s": "\\ud800"}') == ({"s": "\ud800"}, None)
     assert parse_entry(b"[1]") == (None, None)
     assert parse_entry(b"\xff{}") == (None, None)
+    assert parse_entry(b'{"s": "a\xffb"}') == ({"s": "a\ufffdb"}, None), (
+        "damaged bytes are shown, not the record hidden"
+    )
     assert parse_entry(b"[" * 100000) == (None, None), "absurd nesting is damage, not a crash"
 
 
@@ -140,6 +143,8 @@ def hostile_lines(rng: random.Random) -> list[bytes]:
         b'{"id": "x"} trailing',
         b'\xef\xbb\xbf{"id": "bom"}',
         b'{"id": "\xff"}',
+        b'{"id": "u", "arguments": {"path": "caf\xe9", "ok": "caf\xc3\xa9"}, "response_preview": "\xc3"}',
+        b'{"id": "v", "arguments": {"s": "\xed\xa0\x80"}}',
         b'  {"id": "spaced"}  ',
         b"[1, 2]",
         b'"a string"',
