@@ -370,20 +370,24 @@ def test_a_follower_whose_rotated_file_is_deleted_by_hand_never_replays_the_olde
     follower.close()
 
 
-def test_a_follower_reads_a_record_whole_after_its_writer_took_back_the_part_a_full_disk_left(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pad", [0, 30_000])
+def test_a_follower_reads_a_record_whole_after_its_writer_took_back_the_part_a_full_disk_left(
+    tmp_path: Path, pad: int
+) -> None:
     # The writer cuts a short write back off (writer._append_line); a follower that read that part between the
-    # write and the cut holds it as a line being written, and must not glue the next record's tail onto it.
+    # write and the cut holds it as a line being written, and must not glue the next record's tail onto it. With
+    # `pad`, the part held is long and only its ends are looked at again; the next record shares its middle.
     path = tmp_path / "activity.jsonl"
     write(path, [call("read", 0)])
     _, position = tail(path, 1, lambda r: True)
     follower = Follower(path, position)
     size = path.stat().st_size
-    torn = json.dumps(call("write", 1, tool="torn")).encode()[:40]
+    torn = json.dumps({"id": "torn", "padding": "p" * pad, "tool": "torn"}).encode()[: 40 + pad]
     write(path, [], tail_bytes=torn)
     assert follower.poll() == []
     with path.open("r+b") as f:
         f.truncate(size)
-    after = call("read", 2, tool="next", padding="p" * 30)
+    after = {"id": "next", "padding": "p" * (pad + 30), "tool": "next"}
     write(path, [after])  # longer than the part taken back: the file is past where the follower stopped
     assert [r["id"] for r in follower.poll()] == [after["id"]]
     write(path, [call("read", 3)])
