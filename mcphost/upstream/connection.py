@@ -670,7 +670,14 @@ class UpstreamServer:
         error = response.get("error")
         if error is not None:
             message = error.get("message") if isinstance(error, dict) else None
-            reason = message if isinstance(message, str) else f"an unreadable error: {safe(str(error), 200)}"
+            if isinstance(message, str) and message.strip():
+                reason = message
+            elif isinstance(message, str):
+                # An SDK server turns an exception whose text is empty (a bare TimeoutError) into this.
+                code = error.get("code")
+                reason = f"it answered with JSON-RPC error {safe(str(code), 40)} and no message"
+            else:
+                reason = f"an unreadable error: {safe(str(error), 200)}"
             raise UpstreamCallFailed(self.name, reason)
         data = response.get("result")
         if isinstance(data, dict) and data.get("resultType") == "input_required":

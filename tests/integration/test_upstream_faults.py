@@ -176,6 +176,26 @@ async def test_an_answer_that_is_no_tool_result_fails_the_call_and_says_why(
     assert text(good) == "fine"
 
 
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        ({"code": -32603, "message": "the disk is on fire"}, "the disk is on fire"),
+        # What an SDK server sends for an exception with no text (a bare TimeoutError): said as such, not ": ."
+        ({"code": -32603, "message": ""}, "it answered with JSON-RPC error -32603 and no message"),
+        ({"code": 0, "message": "  "}, "it answered with JSON-RPC error 0 and no message"),
+        ({"code": 1, "message": 5}, "an unreadable error: {'code': 1, 'message': 5}"),
+    ],
+)
+async def test_an_error_answer_fails_the_call_with_its_message_or_what_it_was(
+    hostile: Hostile, error: dict[str, Any], reason: str
+) -> None:
+    async with running(hostile.config()) as server:
+        with pytest.raises(UpstreamCallFailed) as failed:
+            await server.call_tool("malformed", {"result": {"error": error}})
+        assert server.state is State.CONNECTED
+    assert failed.value.reason == reason
+
+
 # ---- 4. stderr
 
 
