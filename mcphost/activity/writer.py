@@ -308,7 +308,12 @@ class ActivityLog:
 
     def _report(self, exc: OSError, *, close: bool = True) -> None:
         if self.settings.on_failure == "refuse":
-            consequence = "calls are refused (AUDIT_UNAVAILABLE) until it can be written again: free space on its disk"
+            fix = (
+                "free space on its disk"
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                else "make it a file this user can write (not a directory, not read-only or immutable)"
+            )
+            consequence = f"calls are refused (AUDIT_UNAVAILABLE) until it can be written again: {fix}"
         else:
             consequence = (
                 f'calls go on ([log] on_failure = "continue"), their records held in memory (up to {BACKLOG_LIMIT})'

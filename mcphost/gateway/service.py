@@ -330,10 +330,13 @@ class Gateway:
         start.status = Status.STARTED.value
         start.warnings = list(outcome.warnings)
         start.id, start.timestamp = new_record_id(), utc_now()
+        # Named before the wait: the start is in the file (or held in memory to be written) once `write` begins, and
+        # an outcome written without its id (the call cancelled during the fsync, or refused because the start could
+        # not be made durable) left that start alone, read as "outcome unknown" for a call that never ran.
+        record.started_id = start.id
         durable = await self.activity.write(start, alone=self._calls == 1)
         if not durable and _refuses(loaded):
             raise self._audit_unavailable(loaded, forwarded=False)
-        record.started_id = start.id
 
     def _audit_unavailable(self, loaded: LoadedConfig, *, forwarded: bool) -> GatewayError:
         # last_error goes on to say what calls do meanwhile, which the message below says in its own words.

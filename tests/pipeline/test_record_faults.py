@@ -155,6 +155,58 @@ async def test_on_a_full_disk_a_write_is_refused_before_it_is_forwarded(in_proce
     assert not started.exists(), "the upstream was reached although the call was refused"
 
 
+async def test_a_write_refused_on_a_full_disk_is_not_left_as_outcome_unknown_once_the_disk_is_back(
+    in_process: Any, tmp_path: Path
+) -> None:
+    # The start is held in memory and written once the disk takes writes again; its outcome must name it, or
+    # `activity list --status started` shows a call that never ran as "outcome unknown".
+    from mcphost.activity.query import RecordFilter, matching_newest_first
+
+    started, gate = gate_files(tmp_path)
+    gate.touch()
+    async with in_process(ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n") as env:
+        full_disk(env)
+        outcome = await env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)})
+        assert outcome.error is not None and outcome.error.code is ErrorCode.AUDIT_UNAVAILABLE
+        env.host.activity.close()
+        env.box.log.unlink()  # the disk has room again
+        await env.call(READ, "probe:read_notes", args={"text": "x"})
+    lines = [json.loads(line) for line in env.box.log.read_text().splitlines()]
+    [start] = [r for r in lines if r["type"] == "tool_call_started"]
+    [refused] = [r for r in lines if r["type"] == "tool_call" and r["tool"] == "slow"]
+    assert refused["started_id"] == start["id"] and refused["error"]["code"] == "AUDIT_UNAVAILABLE"
+    assert list(matching_newest_first(env.box.log, RecordFilter(status="started"))) == []
+    assert not started.exists()
+
+
+async def test_a_write_cancelled_while_its_start_is_made_durable_names_that_start(
+    in_process: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with in_process(ALLOW_ALL) as env:
+        activity = env.host.activity
+        real = activity.write
+        writing = asyncio.Event()
+
+        async def slow_start(record: Any, **kw: Any) -> bool:
+            durable = await real(record, **kw)
+            if record.type == "tool_call_started":
+                writing.set()
+                await asyncio.Event().wait()  # the fsync the cancellation arrives in
+            return durable
+
+        monkeypatch.setattr(activity, "write", slow_start)
+        task = asyncio.create_task(env.call(WRITE, "probe:plain_echo", args={"text": "x"}))
+        async with asyncio.timeout(10):
+            await writing.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    lines = [json.loads(line) for line in env.box.log.read_text().splitlines()]
+    [start] = [r for r in lines if r["type"] == "tool_call_started"]
+    [done] = [r for r in lines if r["type"] == "tool_call"]
+    assert done["status"] == "cancelled" and done["forwarded"] is False and done["started_id"] == start["id"]
+
+
 async def test_on_a_full_disk_a_read_result_is_withheld(in_process: Any) -> None:
     async with in_process() as env:
         full_disk(env)
