@@ -149,6 +149,14 @@ def open_log(path: Path) -> int:
     return fd
 
 
+def read_failure(exc: UnreadableLog | OSError) -> str:
+    """What a reader says when the log cannot be read, whichever way it failed: at the open, or mid-read."""
+    if isinstance(exc, UnreadableLog):
+        return str(exc)
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"reading the activity log failed: {exc.strerror or exc}{where}"
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from mcphost.activity.query import INTENT_TYPES, RECORD_TYPES, STATUSES, FilterError, RecordFilter, parse_filter
-from mcphost.activity.reader import UnreadableLog
+from mcphost.activity.reader import UnreadableLog, read_failure
 from mcphost.paths import activity_log_path
 
 FLAG_FOR = {
@@ -67,13 +67,10 @@ def reads_log(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     def reading(args: argparse.Namespace) -> int:
         try:
             return run(args)
-        except UnreadableLog as exc:
-            print(f"mcphost: {exc}", file=sys.stderr)
         except BrokenPipeError:
             raise
-        except OSError as exc:
-            where = f" ({exc.filename})" if exc.filename else ""
-            print(f"mcphost: reading the activity log failed: {exc.strerror or exc}{where}", file=sys.stderr)
+        except (UnreadableLog, OSError) as exc:
+            print(f"mcphost: {read_failure(exc)}", file=sys.stderr)
         return 1
 
     return reading

@@ -22,7 +22,7 @@ from mcphost.activity.query import (
     parse_limit,
     select,
 )
-from mcphost.activity.reader import UnreadableLog
+from mcphost.activity.reader import UnreadableLog, read_failure
 
 API_PATH = "/api/v1/activity"
 QUERY_PARAMETERS = (*FILTER_PARAMETERS, "limit", "cursor")
@@ -55,8 +55,7 @@ def activity_endpoint(log_path: Path) -> Callable[[Request], Awaitable[Response]
         except (UnreadableLog, OSError) as exc:
             # The log is there but not readable (replaced by a directory, its mode changed, the disk failing):
             # said as such, not as the bare 500 of a crash.
-            message = str(exc) if isinstance(exc, UnreadableLog) else f"reading the activity log failed: {exc}"
-            return JSONResponse({"error": "log_unreadable", "message": message}, status_code=503)
+            return JSONResponse({"error": "log_unreadable", "message": read_failure(exc)}, status_code=503)
         return JSONResponse({"records": page.records, "count": len(page.records), "next_cursor": page.next_cursor})
 
     return endpoint

@@ -17,6 +17,8 @@ from tests.pipeline.conftest import InProcess, ScriptedApprover
 
 READ, WRITE = ToolVariant.READ, ToolVariant.WRITE
 ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
+# probe:slow is marked read-only: called as a write, it passes only with the annotation check lenient.
+SLOW_AS_WRITE = ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n"
 
 
 class Waiting(ScriptedApprover):
@@ -113,8 +115,8 @@ async def test_a_call_cancelled_in_the_upstream_is_recorded_as_cancelled_after_f
 
 async def test_a_write_is_on_record_before_the_upstream_sees_it(in_process: Any, tmp_path: Path) -> None:
     started, gate = gate_files(tmp_path)
-    async with in_process(ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n") as env:
-        task = asyncio.create_task(env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)}))
+    async with in_process(SLOW_AS_WRITE) as env:
+        task = asyncio.create_task(slow_write(env, started, gate))
         await wait_for(started)
         # The upstream is inside the call: the log already says so.
         lines = [json.loads(line) for line in env.box.log.read_text().splitlines()]
@@ -135,6 +137,11 @@ async def test_a_read_is_not_recorded_twice(in_process: Any) -> None:
     assert [r["type"] for r in lines if r["type"].startswith("tool_call")] == ["tool_call"]
 
 
+def slow_write(env: InProcess, started: Path, gate: Path) -> Any:
+    """probe:slow called as a write: it touches `started`, then answers once `gate` exists."""
+    return env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)})
+
+
 def full_disk(env: InProcess) -> None:
     """The log's next write fails with ENOSPC: the live file is /dev/full."""
     env.host.activity.close()
@@ -147,9 +154,9 @@ def full_disk(env: InProcess) -> None:
 async def test_on_a_full_disk_a_write_is_refused_before_it_is_forwarded(in_process: Any, tmp_path: Path) -> None:
     started, gate = gate_files(tmp_path)
     gate.touch()
-    async with in_process(ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n") as env:
+    async with in_process(SLOW_AS_WRITE) as env:
         full_disk(env)
-        outcome = await env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)})
+        outcome = await slow_write(env, started, gate)
     assert outcome.error is not None and outcome.error.code is ErrorCode.AUDIT_UNAVAILABLE
     assert "not forwarded" in outcome.error.message and "Free space" in outcome.error.message
     assert not started.exists(), "the upstream was reached although the call was refused"
@@ -164,9 +171,9 @@ async def test_a_write_refused_on_a_full_disk_is_not_left_as_outcome_unknown_onc
 
     started, gate = gate_files(tmp_path)
     gate.touch()
-    async with in_process(ALLOW_ALL + "[intent_declaration]\nstrict_server_validation = false\n") as env:
+    async with in_process(SLOW_AS_WRITE) as env:
         full_disk(env)
-        outcome = await env.call(WRITE, "probe:slow", args={"started": str(started), "gate": str(gate)})
+        outcome = await slow_write(env, started, gate)
         assert outcome.error is not None and outcome.error.code is ErrorCode.AUDIT_UNAVAILABLE
         env.host.activity.close()
         env.box.log.unlink()  # the disk has room again
