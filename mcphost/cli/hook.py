@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,10 @@ from mcphost.serve.hook import (
 )
 
 INSTALL_AGENTS = ("claude-code", "vscode", "codex")
-# How long a hook waits for the daemon's answer: the agent's own timeout (600 s as installed) ends it sooner.
-DAEMON_DEADLINE = 3600.0
+# How long a hook waits for the daemon's answer: less than the timeout it is installed with (agent_settings'
+# HOOK_TIMEOUT, 600 s; not imported, for pydantic's start-up would be on every tool call's path), since an agent
+# that times a hook out goes on with the call unasked. What is left decides from the config file, which is quick.
+DAEMON_DEADLINE = 570.0
 
 
 def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
@@ -64,6 +66,16 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except Exception as exc:
+        # A fault of mcphost's own must not let the call through: an agent reads a hook's traceback (exit 1) as "no
+        # objection". Blocked, with what went wrong, so it can be reported.
+        reason = f"mcphost hook: could not decide ({type(exc).__name__}: {str(exc)[:300]}); the call is blocked"
+        return _answer(blocked(reason))
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     except OSError as exc:
@@ -102,7 +114,9 @@ def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEM
         return None
     from mcphost.cli.channel import ask
 
-    params = {**asdict(use), "tool_input": dict(use.tool_input)}
+    # Field by field: `asdict` copies the tool input deeply, which recursion ends at a few hundred levels.
+    params = {field.name: getattr(use, field.name) for field in fields(use)}
+    params["tool_input"] = dict(use.tool_input)
     try:
         result = ask(target, "mcphost hook", "mcphost/authorize", params, timeout=deadline)
     except discovery.NoDaemon as exc:

@@ -54,7 +54,8 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
         if depth > MAX_DEPTH:
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
-                f"{_root(path)} nest deeper than {MAX_DEPTH} levels (at {_short(path)}): flatten the arguments",
+                f"{_root(path)} {'nest' if _root(path) == 'arguments' else 'nests'} deeper than {MAX_DEPTH} levels "
+                f"(at {_short(path)}): flatten the arguments",
                 {"variant": variant.value, "max_depth": MAX_DEPTH},
             )
         if isinstance(item, str):

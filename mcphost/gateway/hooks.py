@@ -29,10 +29,12 @@ from mcphost.activity.record import (
     new_record_id,
     utc_now,
 )
+from mcphost.activity.redact import valid_text
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, Authorization, CallFacts
 from mcphost.config import LoadedConfig, effective_annotations
-from mcphost.errors import ErrorCode
+from mcphost.errors import ErrorCode, GatewayError
+from mcphost.gateway.arguments import check_input
 from mcphost.intent import (
     MAX_REASON_LENGTH,
     AgentToolUse,
@@ -138,6 +140,17 @@ class AgentToolGate:
             session_id=session,
             client=client,
         )
+        try:
+            _check_use(use, variant)
+        except GatewayError as error:
+            # Nothing past here could be sure to handle it (a prompt, a grant's key, the record's arguments): the
+            # call is refused on record, as a call through mcphost with such arguments is.
+            record.status = Status.REJECTED.value
+            record.error = ErrorInfo(code=error.code.value, message=error.message)
+            record.duration_ms = _ms_since(started)
+            record.id, record.timestamp = new_record_id(), utc_now()
+            await self.activity.write(record)
+            return HookVerdict(DENY, f"mcphost: refused: {error.message}", variant.value, record.id)
         arguments = dict(use.tool_input)
         record.arguments, record.arguments_preview = capture_arguments(
             arguments, log.arguments_max_bytes, log.redact_keys
@@ -219,9 +232,24 @@ class AgentToolGate:
         return HookVerdict(answer, why, variant.value, record.id)
 
 
+def _check_use(use: AgentToolUse, variant: ToolVariant) -> None:
+    """Refuse what mcphost could not record faithfully (the checks of every call's arguments): a tool input nested
+    deeper than MAX_DEPTH, or text anywhere in the use that is not valid Unicode."""
+    check_input(use.tool_input, variant, "tool_input")
+    for field in ("tool_name", "session_id", "tool_use_id", "cwd"):
+        value = getattr(use, field)
+        if isinstance(value, str) and not valid_text(value):
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f'the hook\'s {field} is not valid Unicode (it holds a lone UTF-16 surrogate such as "\\udfff")',
+                {"variant": variant.value, "field": field},
+            )
+
+
 def _memo_key(use: AgentToolUse) -> str:
     tool_input = json.dumps(use.tool_input, sort_keys=True, default=str, ensure_ascii=True)
-    return hashlib.sha256(f"{use.agent}\0{use.session_id}\0{use.tool_name}\0{tool_input}".encode()).hexdigest()
+    key = f"{use.agent}\0{use.session_id}\0{use.tool_name}\0{tool_input}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _who(decision: Decision) -> str:

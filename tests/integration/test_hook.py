@@ -3,6 +3,8 @@ daemon, and `mcphost permission-server` driven by the official MCP SDK client as
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import os
 import signal
@@ -13,8 +15,11 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import pytest
 from mcp import Client, StdioServerParameters
 
+from mcphost.cli import hook
+from mcphost.config.agent_settings import HOOK_TIMEOUT
 from tests.editor_client import allow, deny, editor, never
 from tests.helpers import Sandbox, daemon, poll, text_of
 
@@ -93,6 +98,70 @@ def test_an_unreadable_payload_or_config_blocks_the_call(sandbox: Sandbox) -> No
     asked = run_hook(sandbox, payload("claude-code/permissionrequest-bash.json"))
     assert asked.returncode == 0
     assert json.loads(asked.stdout)["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+
+
+def hostile_payloads() -> dict[str, bytes]:
+    """Payloads an agent (or whatever writes its hook's stdin) could send that mcphost cannot record faithfully."""
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(800):  # readable by json.loads, too deep for a record, a prompt or a grant's key
+        inner["a"] = {}
+        inner = inner["a"]
+    base = json.loads(payload("claude-code/pretooluse-write.json"))
+    bad_text = '"\\ud800 rm -rf"'
+    return {
+        "deep tool input": json.dumps({**base, "tool_input": {"content": deep}}).encode(),
+        "lone surrogate in tool_name": json.dumps(base).replace('"Write"', '"Write\\udfff"').encode(),
+        "lone surrogate in session_id": json.dumps({**base, "session_id": "x"}).replace('"x"', bad_text).encode(),
+        "lone surrogate in the input": json.dumps({**base, "tool_input": {"content": "x"}})
+        .replace('"x"', bad_text)
+        .encode(),
+    }
+
+
+def assert_refused_on_record(box: Sandbox, results: dict[str, subprocess.CompletedProcess[bytes]]) -> None:
+    for what, result in results.items():
+        assert decision(result) == "deny", what
+        assert b"mcphost: refused" in result.stdout and b"Traceback" not in result.stderr, what
+    records = hook_records(box)
+    assert [r["status"] for r in records] == ["rejected"] * len(results)
+    assert {r["error"]["code"] for r in records} == {"INVALID_ARGS"}
+    assert "deeper than 64 levels" in records[0]["error"]["message"]
+
+
+def test_a_payload_that_cannot_be_recorded_faithfully_is_refused_on_record(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "allow"\n')
+    results = {what: run_hook(sandbox, body) for what, body in hostile_payloads().items()}
+    assert_refused_on_record(sandbox, results)
+
+
+async def test_through_a_daemon_a_payload_that_cannot_be_recorded_is_refused_on_record(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "allow"\n')
+    async with daemon(sandbox):
+        results = {
+            what: await anyio.to_thread.run_sync(run_hook, sandbox, body) for what, body in hostile_payloads().items()
+        }
+    assert_refused_on_record(sandbox, results)
+    assert all(b"deciding from the config file" not in r.stderr for r in results.values())
+
+
+def test_a_fault_inside_the_hook_blocks_the_call_instead_of_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An agent reads a hook's traceback (exit 1) as no objection and runs the call.
+    def broken(use: Any, config: Any) -> dict[str, Any]:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(hook, "decide", broken)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload("claude-code/pretooluse-write.json"))))
+    assert hook.run(argparse.Namespace(agent=None, config=None)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "could not decide (RecursionError: maximum recursion" in err and "blocked" in err
+
+
+def test_the_hook_gives_up_on_the_daemon_before_its_agent_gives_up_on_the_hook() -> None:
+    # An agent that times its hook out goes on with the call unasked; the fallback needs a moment too.
+    assert hook.DAEMON_DEADLINE <= HOOK_TIMEOUT - 10
 
 
 def test_a_full_disk_is_a_deny_not_a_silent_pass(sandbox: Sandbox) -> None:
