@@ -142,15 +142,15 @@ class AgentToolGate:
         )
         try:
             _check_use(use, variant)
-        except GatewayError as error:
+        except GatewayError as refusal:
             # Nothing past here could be sure to handle it (a prompt, a grant's key, the record's arguments): the
             # call is refused on record, as a call through mcphost with such arguments is.
             record.status = Status.REJECTED.value
-            record.error = ErrorInfo(code=error.code.value, message=error.message)
+            record.error = ErrorInfo(code=refusal.code.value, message=refusal.message)
             record.duration_ms = _ms_since(started)
             record.id, record.timestamp = new_record_id(), utc_now()
             await self.activity.write(record)
-            return HookVerdict(DENY, f"mcphost: refused: {error.message}", variant.value, record.id)
+            return HookVerdict(DENY, f"mcphost: refused: {refusal.message}", variant.value, record.id)
         arguments = dict(use.tool_input)
         record.arguments, record.arguments_preview = capture_arguments(
             arguments, log.arguments_max_bytes, log.redact_keys
