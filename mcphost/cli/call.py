@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     target = None if args.in_process else discovery.for_config(config_path(args.config))
     if target is not None:
         # Through the running daemon: its editors answer the prompts, its upstreams and grants serve the call.
-        from mcphost.cli.daemon_client import CALL_CLIENT, DaemonError, McpSession
+        from mcphost.cli.daemon_client import CALL_CLIENT, DaemonError, Ended, McpSession
 
         print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
         try:
@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
             # The session already told the daemon: the call is cancelled there, a prompt for it withdrawn.
             print("mcphost: interrupted; the call was withdrawn (see `mcphost log tail`)", file=sys.stderr)
             return 130
+        except Ended as ended:
+            print(f"mcphost: ended by {ended}; the call was withdrawn (see `mcphost log tail`)", file=sys.stderr)
+            return 128 + ended.signum
         except DaemonError as exc:
             if exc.sent:
                 print(

@@ -6,8 +6,8 @@ enough for one call: the legacy handshake (`initialize`, `notifications/initiali
 session deleted. Answers come as JSON or as an event stream; the daemon's notifications are passed over and its
 requests refused (this client declares no capabilities, so it is asked nothing). Loopback only, through no proxy:
 the token goes nowhere else. A call may wait on a prompt in an editor for as long as the person takes: only
-connecting and the handshake have a time limit, and Ctrl-C withdraws the call (`notifications/cancelled`, then the
-session is deleted) before the command ends.
+connecting and the handshake have a time limit, and Ctrl-C (or SIGTERM, SIGHUP: a timeout wrapper, a closed terminal)
+withdraws the call (`notifications/cancelled`, then the session is deleted) before the command ends.
 
 `mcphost status` and `grants` ask on the editor channel instead: mcphost.cli.channel.
 """
@@ -18,7 +18,9 @@ import contextlib
 import http.client
 import itertools
 import json
+import signal
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +41,37 @@ CONNECT_TIMEOUT = 5.0
 HANDSHAKE_TIMEOUT = 30.0
 CANCEL_TIMEOUT = 2.0
 METHOD_NOT_FOUND = -32601
+
+
+class Ended(BaseException):
+    """The command was told to end (SIGTERM, SIGHUP) while its call waited: the call was withdrawn."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# Signals that end the command, as Ctrl-C does: a prompt left up after it would run the call, for nobody, once allowed.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _ended_by_signals() -> Iterator[None]:
+    """Within: SIGTERM and SIGHUP raise Ended, so the call is withdrawn as on Ctrl-C (only the main thread can
+    take signals; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def end(signum: int, _frame: object) -> None:
+        raise Ended(signum)
+
+    previous = {signum: signal.signal(signum, end) for signum in ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class DaemonError(Exception):
@@ -111,9 +144,13 @@ class McpSession:
         as JSON; DaemonError when there is none (the daemon went away, or answered with a JSON-RPC error)."""
         request_id = next(self._ids)
         try:
-            response, _ = self._request("tools/call", {"name": name, "arguments": arguments}, None, request_id)
+            with _ended_by_signals():
+                response, _ = self._request("tools/call", {"name": name, "arguments": arguments}, None, request_id)
         except KeyboardInterrupt:
-            self._withdraw(request_id)
+            self._withdraw(request_id, "interrupted in the terminal (Ctrl-C)")
+            raise
+        except Ended as ended:
+            self._withdraw(request_id, f"the command was ended ({ended})")
             raise
         result = response.get("result")
         if not isinstance(result, dict):
@@ -242,13 +279,13 @@ class McpSession:
         response = self._post(message, HANDSHAKE_TIMEOUT)
         _read_all(response, self)
 
-    def _withdraw(self, request_id: int) -> None:
+    def _withdraw(self, request_id: int, reason: str) -> None:
         """Ctrl-C during a call: tell the daemon to cancel it, then delete the session (which also ends it)."""
         self._drop()
-        with contextlib.suppress(DaemonError, KeyboardInterrupt):
-            params = {"requestId": request_id, "reason": "interrupted in the terminal (Ctrl-C)"}
+        with _ended_by_signals(), contextlib.suppress(DaemonError, KeyboardInterrupt, Ended):
+            params = {"requestId": request_id, "reason": reason}
             self._notify("notifications/cancelled", params, CANCEL_TIMEOUT)
-        with contextlib.suppress(KeyboardInterrupt):
+        with _ended_by_signals(), contextlib.suppress(KeyboardInterrupt, Ended):
             self.close()
 
 

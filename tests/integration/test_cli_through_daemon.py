@@ -117,7 +117,19 @@ async def test_upstream_errors_and_warnings_reach_stderr(sandbox: Sandbox) -> No
     assert "mcphost: UPSTREAM_ERROR: " in crashed.stderr and "probe" in crashed.stderr
 
 
-async def test_ctrl_c_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize(
+    ("signum", "said", "code"),
+    [
+        (signal.SIGINT, "interrupted", 130),
+        # A timeout wrapper or an agent ending its child; a closed terminal. Left up, the prompt would run the call,
+        # for nobody, once allowed.
+        (signal.SIGTERM, "ended by SIGTERM", 143),
+        (signal.SIGHUP, "ended by SIGHUP", 129),
+    ],
+)
+async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
+    sandbox: Sandbox, signum: int, said: str, code: int
+) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
         # Popen only forks; the waiting below is in a thread.
@@ -137,7 +149,7 @@ async def test_ctrl_c_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) ->
                 await ed.prompted.wait()
             await asyncio.sleep(1)  # still waiting: the call has no read timeout
             assert process.poll() is None
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signum)
             _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=10))
             async with asyncio.timeout(10):
                 await ed.withdrawn.wait()
@@ -146,8 +158,8 @@ async def test_ctrl_c_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) ->
                 process.kill()
                 process.wait()
         await poll(lambda: sandbox.tool_calls(), "the cancelled call's record")
-    assert process.returncode == 130, err
-    assert "interrupted; the call was withdrawn" in err and "Traceback" not in err
+    assert process.returncode == code, err
+    assert f"{said}; the call was withdrawn" in err and "Traceback" not in err
     assert ed.cancelled == [ed.prompts[0]["id"]]
     assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
 
