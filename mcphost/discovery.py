@@ -27,6 +27,8 @@ from mcphost.paths import UnsafeDirectory, private_dir_problem, private_runtime_
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 # A daemon's file is a few hundred bytes; anything much larger was not written by one.
 MAX_FILE_BYTES = 64 * 1024
+# The largest pid a signal can be sent to (a C int): a file naming a larger one names no process.
+MAX_PID = 2**31 - 1
 
 _warned: set[str] = set()
 
@@ -142,7 +144,7 @@ def _trusted(dir_fd: int, path: Path) -> dict[str, Any] | None:
         return None
     try:
         info = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         # A daemon writes its file by rename, whole: a half-written one is not ours to interpret.
         _warn(f"ignoring {path}: it is not JSON")
         return None
@@ -204,7 +206,7 @@ def _malformed(info: Any, name: str) -> str | None:
     if not isinstance(info, dict):
         return "it is not a JSON object"
     pid = info.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= MAX_PID:
         return "it names no pid"
     if name != f"daemon-{pid}.json":
         return f"it names pid {pid}, not the one in its file name"
@@ -212,14 +214,37 @@ def _malformed(info: Any, name: str) -> str | None:
     if not isinstance(mcp, dict) or not isinstance(mcp.get("url"), str):
         return "it names no agent endpoint"
     headers = mcp.get("headers") or {}
-    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        return "its agent headers are not strings"
+    if not isinstance(headers, dict) or not all(_header_text(k) and _header_text(v) for k, v in headers.items()):
+        return "its agent headers are not one-line text"
+    relay = info.get("relay")
+    for key, value in (
+        ("config_path", info.get("config_path")),
+        ("editor_socket", info.get("editor_socket")),
+        ("relay socket", relay.get("socket") if isinstance(relay, dict) else None),
+    ):
+        if value is not None and not _path_text(value):
+            return f"its {key} is not a path"
     if not is_loopback_url(mcp["url"]):
         return f"its agent URL {mcp['url']!r} is not on loopback (http://127.0.0.1, http://[::1] or http://localhost)"
     api = info.get("api")
     if api is not None and not (isinstance(api, dict) and is_loopback_url(str(api.get("url", "")))):
         return "its REST API URL is not on loopback"
     return None
+
+
+def _header_text(value: Any) -> bool:
+    # What http.client would refuse to send (a line break would start a header of the file's choosing).
+    return isinstance(value, str) and value.isprintable() and value.isascii()
+
+
+def _path_text(value: Any) -> bool:
+    if not isinstance(value, str) or "\0" in value:
+        return False
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:  # a lone surrogate that JSON's "\udfff" makes
+        return False
+    return True
 
 
 def is_loopback_url(url: str) -> bool:
@@ -289,16 +314,23 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
 
 def _clean_after(info: dict[str, Any]) -> None:
     """A killed daemon leaves its sockets behind too (the editor's, the relays'); remove them (and their private
-    dir, if they had one)."""
-    relay = info.get("relay")
+    dir, if they had one). Only where and by the names a daemon of that pid binds them: the file is not trusted to
+    name a socket of some other program's for removal."""
+    import tempfile
+
+    pid, relay = info["pid"], info.get("relay")
+    names = (f"daemon-{pid}.sock", f"daemon-{pid}.mcp.sock")
     for socket_path in (info.get("editor_socket"), relay.get("socket") if isinstance(relay, dict) else None):
         if not isinstance(socket_path, str):
             continue
         path = Path(socket_path)
+        private = path.parent.name.startswith("mcphost-") and path.parent.parent == Path(tempfile.gettempdir())
+        if path.name not in names or not (private or path.parent == runtime_dir()):
+            continue
         with contextlib.suppress(OSError):
             if path.is_socket() and path.stat().st_uid == os.getuid():
                 path.unlink()
-                if path.parent.name.startswith("mcphost-") and path.parent != runtime_dir():
+                if private:
                     path.parent.rmdir()
 
 

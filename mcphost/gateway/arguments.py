@@ -54,7 +54,7 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
         if depth > MAX_DEPTH:
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
-                f"{_root(path)} {'nest' if _root(path) == 'arguments' else 'nests'} deeper than {MAX_DEPTH} levels "
+                f"{_root(path)} {'nests' if _root(path) in ('tool_input', 'args_json') else 'nest'} deeper than {MAX_DEPTH} levels "
                 f"(at {_short(path)}): flatten the arguments",
                 {"variant": variant.value, "max_depth": MAX_DEPTH},
             )

@@ -268,3 +268,86 @@ def test_a_runtime_dir_others_can_write_is_refused_with_how_to_fix_it(sandbox: S
     assert "relaying" not in relay_stderr and "refusing the runtime dir" in relay_stderr
     assert seen == []
     assert serve_code == 1 and f"refusing the runtime dir {run}" in serve_stderr, serve_stderr
+
+
+def _hostile(box: Sandbox, pid: int, url: str, kind: str) -> Path:
+    """A discovery file whose values would break whatever reads them, unless they are checked first."""
+    if kind == "pid past a C int":
+        path = plant(box, pid, url)
+        pid = 2**31
+        target = path.with_name(f"daemon-{pid}.json")
+        path.rename(target)
+        target.write_text(json.dumps({**json.loads(target.read_text(encoding="utf-8")), "pid": pid}), "utf-8")
+        return target
+    path = plant(box, pid, url)
+    info = json.loads(path.read_text(encoding="utf-8"))
+    if kind == "nested 3000 deep":
+        path.write_text(f'{{"pid": {pid}, "x": {"[" * 3000}{"]" * 3000}}}', encoding="utf-8")
+        return path
+    if kind == "NUL in config_path":
+        info["config_path"] = str(box.config) + "\0x"
+    elif kind == "NUL in editor_socket":
+        info["editor_socket"] = "/tmp/x\0y"
+    elif kind == "lone surrogate in editor_socket":
+        info["editor_socket"] = "/tmp/x\udfff"
+    elif kind == "line break in a header":
+        info["mcp"]["headers"] = {"Authorization": "Bearer x\r\nX-Evil: 1"}
+    path.write_text(json.dumps(info), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "pid past a C int",
+        "nested 3000 deep",
+        "NUL in config_path",
+        "NUL in editor_socket",
+        "lone surrogate in editor_socket",
+        "line break in a header",
+    ],
+)
+def test_a_discovery_file_with_hostile_values_is_ignored_not_a_crash(sandbox: Sandbox, kind: str) -> None:
+    # Every command reads these files first, the hook on every tool call of an agent: none may fall over on one.
+    sandbox.write_config("")
+    with sleeper() as pid, listener() as (url, seen):
+        path = _hostile(sandbox, pid, url, kind)
+        daemons, stderr = status_json(sandbox)
+        _hostile(sandbox, pid, url, kind)
+        hook = subprocess.run(
+            [sys.executable, "-m", "mcphost", "hook", "--agent", "claude-code"],
+            input=json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": "a"}}),
+            env={**os.environ, **sandbox.env()},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert daemons == [] and f"ignoring {path}" in stderr and "Traceback" not in stderr, stderr
+    assert hook.returncode == 0 and "Traceback" not in hook.stderr, hook.stderr
+    assert json.loads(hook.stdout)["hookSpecificOutput"]["permissionDecision"] == "allow"
+    assert seen == []
+
+
+def test_a_stale_discovery_file_removes_only_its_own_daemons_sockets(sandbox: Sandbox, tmp_path: Path) -> None:
+    sandbox.write_config("")
+    with sleeper() as pid:
+        path = plant(sandbox, pid, "http://127.0.0.1:9/mcp")
+    own = sandbox.root / "run" / f"daemon-{pid}.sock"
+    other = tmp_path / "someone-elses.sock"
+    sockets = []
+    for where in (own, other):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(where))
+        sockets.append(sock)
+    info = json.loads(path.read_text(encoding="utf-8"))
+    info["editor_socket"], info["relay"] = str(own), {"socket": str(other)}
+    path.write_text(json.dumps(info), encoding="utf-8")
+    try:
+        daemons, _ = status_json(sandbox)
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert daemons == [] and not path.exists()
+    assert not own.exists(), "the dead daemon's own socket is cleaned up"
+    assert other.is_socket(), "a socket the file names elsewhere is not the file's to remove"
