@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,18 +96,20 @@ def covers(grant: dict[str, Any]) -> str:
 def run_list(args: argparse.Namespace) -> int:
 
     grants: dict[str, dict[str, Any]] = {}
-    for answer in _ask_daemons(GRANTS_LIST, {}):
+    answers = _ask_daemons(GRANTS_LIST, {})
+    for answer in answers:
         for grant in answer.get("grants", []):
             grants.setdefault(grant["id"], {**grant, "daemon": answer["pid"]} if grant["scope"] == "session" else grant)
     for grant in _file_grants():
         grants.setdefault(grant["id"], grant)
     listed = sorted(grants.values(), key=lambda g: (g["scope"], g["server"], g["tool"], g["variant"]))
+    unanswered = _unanswered(answers, "its session approvals are not listed")
     if args.output == "json":
-        print_json({"grants": listed})
-        return 0
+        print_json({"grants": listed, **({"unanswered": unanswered} if unanswered else {})})
+        return 1 if unanswered else 0
     if not listed:
         print("No remembered approvals.")
-        return 0
+        return 1 if unanswered else 0
 
     rows = [
         (
@@ -121,7 +124,7 @@ def run_list(args: argparse.Namespace) -> int:
         for g in listed
     ]
     print("\n".join(Table(COLUMNS, width=table_width(args), ascii_only=ascii_only()).lines(rows)))
-    return 0
+    return 1 if unanswered else 0
 
 
 def run_revoke(args: argparse.Namespace) -> int:
@@ -132,16 +135,20 @@ def run_revoke(args: argparse.Namespace) -> int:
     tools = [t for t in args.target if ":" in t]
     revoked: dict[str, dict[str, Any]] = {}
     requests = [{"ids": ids, "all": args.all}] + [{"tool": tool} for tool in tools]
+    answers: list[dict[str, Any]] = []
     for params in requests:
         for answer in _ask_daemons(GRANTS_REVOKE, params):
+            answers.append(answer)
             for grant in answer.get("revoked", []):
                 revoked[grant["id"]] = grant
         # The state file too: no daemon may be running, and `always` grants outlive daemons.
         for grant in _revoke_in_file(ids, params.get("tool"), args.all):
             revoked.setdefault(grant["id"], grant)
+    # A daemon that could not be asked may still hold a matching session approval: not done, whatever else was.
+    unanswered = _unanswered(answers, "its session approvals may still be in force")
     if args.output == "json":
-        print_json({"revoked": list(revoked.values())})
-        return 0
+        print_json({"revoked": list(revoked.values()), **({"unanswered": unanswered} if unanswered else {})})
+        return 1 if unanswered else 0
     if not revoked:
         print("No remembered approval matched; see `mcphost grants list`.")
         return 1
@@ -150,4 +157,12 @@ def run_revoke(args: argparse.Namespace) -> int:
             f"revoked {safe(grant['id'])} ({safe(grant['scope'])}) {safe(grant['server'])}:{safe(grant['tool'])} "
             f"{safe(grant['variant'])}"
         )
-    return 0
+    return 1 if unanswered else 0
+
+
+def _unanswered(answers: list[dict[str, Any]], so: str) -> list[dict[str, Any]]:
+    """The daemons that could not be asked, each said on stderr with what that means for the answer."""
+    missed = {answer["pid"]: answer["error"] for answer in answers if "error" in answer}
+    for pid, error in missed.items():
+        print(f"mcphost: could not ask daemon {pid} ({safe(error)}); {so}", file=sys.stderr)
+    return [{"pid": pid, "error": error} for pid, error in missed.items()]

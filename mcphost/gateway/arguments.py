@@ -54,8 +54,8 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
         if depth > MAX_DEPTH:
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
-                f"{_root(path)} {'nests' if _root(path) in ('tool_input', 'args_json') else 'nest'} deeper than {MAX_DEPTH} levels "
-                f"(at {_short(path)}): flatten the arguments",
+                f"{_root(path)} {'nests' if _root(path) in _SINGULAR else 'nest'} deeper than {MAX_DEPTH} "
+                f"levels (at {_short(path)}): flatten the arguments",
                 {"variant": variant.value, "max_depth": MAX_DEPTH},
             )
         if isinstance(item, str):
@@ -69,6 +69,9 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
                 stack.append((child, f"{path}.{name}", depth + 1))
         elif isinstance(item, list | tuple):
             stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+
+
+_SINGULAR = frozenset({"tool_input", "args_json"})
 
 
 def _not_unicode(what: str, path: str, variant: ToolVariant) -> GatewayError:

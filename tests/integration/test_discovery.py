@@ -351,3 +351,24 @@ def test_a_stale_discovery_file_removes_only_its_own_daemons_sockets(sandbox: Sa
     assert daemons == [] and not path.exists()
     assert not own.exists(), "the dead daemon's own socket is cleaned up"
     assert other.is_socket(), "a socket the file names elsewhere is not the file's to remove"
+
+
+def test_grants_list_and_revoke_say_which_daemon_could_not_be_asked(sandbox: Sandbox) -> None:
+    # Session approvals live only inside daemons: one that cannot be asked makes the answer incomplete, and a
+    # revoke that could not reach it leaves its approvals in force.
+    sandbox.write_config("")
+    dead_end = sandbox.root / "run" / "dead-end.sock"
+    with sleeper() as pid, listener() as (url, _seen), socket.socket(socket.AF_UNIX) as unheard:
+        path = plant(sandbox, pid, url)
+        unheard.bind(str(dead_end))  # bound, never listening: connecting is refused
+        dead_end.chmod(0o600)
+        info = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**info, "editor_socket": str(dead_end)}), encoding="utf-8")
+        listed = mcphost(sandbox, "grants", "list")
+        as_json = mcphost(sandbox, "grants", "list", "-o", "json")
+        revoked = mcphost(sandbox, "grants", "revoke", "--all", "-o", "json")
+    assert listed.returncode == 1 and "No remembered approvals." in listed.stdout
+    assert f"daemon {pid}" in listed.stderr and "its session approvals are not listed" in listed.stderr
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["unanswered"][0]["pid"] == pid
+    assert revoked.returncode == 1 and "may still be in force" in revoked.stderr
+    assert json.loads(revoked.stdout)["unanswered"][0]["pid"] == pid
