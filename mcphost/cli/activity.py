@@ -24,7 +24,7 @@ from mcphost.activity.query import (
     tally,
 )
 from mcphost.activity.reader import records_newest_first
-from mcphost.cli.common import TABLE_FORMATS, add_listing_flags, table_width
+from mcphost.cli.common import TABLE_FORMATS, add_listing_flags, print_json, table_width
 from mcphost.cli.filters import add_filter_flags, filter_from, log_path, reads_log, usage_error
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 def _print(value: Any, output: str) -> None:
     if output == "json":
-        print(json.dumps(value, indent=2, ensure_ascii=False))
+        print_json(value)
     else:
         sys.stdout.write(display.to_yaml(value))
 

@@ -76,8 +76,14 @@ def config_in_force(path: str | Path) -> str:
     return f"none at {path}; using the built-in default ({INIT_HINT})"
 
 
+# What JSON leaves as it is inside a string, yet a terminal acts on (C1 controls, such as CSI) or a reader is misled by
+# (bidi overrides, zero-width marks), and lone surrogates, which no stream can encode: written as their escapes.
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
 def print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    print(_UNSAFE_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
 def add_output_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:

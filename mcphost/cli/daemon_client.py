@@ -200,7 +200,9 @@ class McpSession:
             self._conn = None
 
     def _post(self, message: dict[str, Any], timeout: float | None) -> http.client.HTTPResponse:
-        body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # ASCII: an argument from a command line that is not UTF-8 holds lone surrogates, which only escapes carry
+        # (the daemon then refuses the call, saying which argument).
+        body = json.dumps(message, separators=(",", ":")).encode("ascii")
         headers = {
             **self._session_headers(),
             "Content-Type": "application/json",

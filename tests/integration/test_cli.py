@@ -178,3 +178,16 @@ def test_validate_names_the_key_and_type_of_a_quoted_boolean(sandbox: Sandbox) -
         "line 2, column 1: intent_declaration.strict_server_validation: must be true or false (a TOML boolean, "
         'without quotes), got the string "no"'
     ) in result.stderr
+
+
+def test_a_call_whose_command_line_is_not_utf8_is_refused_before_anything_is_called(sandbox: Sandbox) -> None:
+    # A byte that is not UTF-8 (0xff: a Latin-1 terminal, a file's bytes) reaches Python as a lone surrogate.
+    for args in (
+        ("todo:list_tasks", "--args", '{"title": "caf\udce9"}'),
+        ("todo:list_t\udce9sks",),
+        ("todo:list_tasks", "--reason", "\udcff"),
+    ):
+        result = mcphost(sandbox, "call", "tool-read", *args)
+        assert result.returncode == 2, result.stderr
+        assert "is not UTF-8 text" in result.stderr and "Traceback" not in result.stderr
+    assert not sandbox.log.exists()

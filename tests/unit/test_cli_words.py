@@ -4,13 +4,15 @@ as it is, and host events in a listing saying what happened."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcphost.activity import display
-from mcphost.cli.common import config_in_force, for_terminal
+from mcphost.cli.call import _pretty
+from mcphost.cli.common import config_in_force, for_terminal, print_json
 from mcphost.errors import GatewayError
 from mcphost.gateway.arguments import parse_args, split_name
 from mcphost.intent import Annotations, ToolVariant, check_annotations
@@ -85,3 +87,23 @@ def test_host_events_say_what_happened() -> None:
     # A call with no decision (refused before one) shows why it was refused.
     refused = {"type": "tool_call", "status": "rejected", "error": {"code": "SERVER_MISMATCH", "message": "use X"}}
     assert display.detail_cell(refused) == "use X"
+
+
+def test_json_output_escapes_what_a_terminal_would_act_on_and_stays_the_same_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # An upstream's result or a tool's name may hold a C1 CSI, a bidi override or a lone surrogate: `-o json` goes
+    # to terminals too.
+    value = {"text": "a\x9b31mred\u202eevil\u2066\u200b ok é ✓", "name\u2028": ["\udfff"], "n": 1}
+    print_json(value)
+    out = capsys.readouterr().out
+    assert json.loads(out) == value
+    assert out.isascii() is False and "é ✓" in out  # readable text stays as it is
+    assert not any(c in out for c in "\x9b\u202e\u2066\u200b\u2028\udfff")
+    assert out.encode("utf-8")  # no lone surrogate left to fail a stream
+
+
+def test_a_result_nested_past_what_python_can_walk_is_printed_as_it_came() -> None:
+    deep = "[" * 5000 + "]" * 5000
+    assert _pretty(deep) == deep
+    assert _pretty('{"a": [1]}') == '{\n  "a": [\n    1\n  ]\n}'
