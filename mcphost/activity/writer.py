@@ -199,13 +199,44 @@ class ActivityLog:
         except OSError:
             return None
 
-    def _write_locked(self, data: bytes) -> None:
+    def recover(self) -> bool:
+        """With the log failing (`last_error`): write the records held in memory, and make them durable. True when
+        that worked, and the log takes records again. Blocks on the disk: run it in a worker thread."""
+        with self._lock:
+            try:
+                self._write_locked(None)
+            except OSError as exc:
+                self._report(exc)
+                return False
+        if self.settings.fsync and not self.sync_through(self._written):
+            return False
+        if self.last_error is not None:
+            print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
+            self.last_error = None
+        return True
+
+    def amend(self, record: ActivityRecord | CallRecord) -> bool:
+        """Put `record` as it is now in place of its line held in memory (one the disk refused), so that the line
+        written later says what became of the call. False when its line is not held (it reached the file)."""
+        head = b'{"id":"%s"' % str(record.id).encode("ascii", "replace")
+        data, _ = record.encode_line()
+        with self._lock:
+            held = self._backlog
+            for index in range(len(held) - 1, -1, -1):
+                if held[index].startswith(head):
+                    held[index] = data
+                    return True
+        return False
+
+    def _write_locked(self, data: bytes | None) -> None:
+        """Append `data` after whatever is held; None: write only what is held."""
         fd, live = self._lock_live_file()
         try:
             if self._backlog:
                 live = self._flush_backlog(fd, live)
-            fd, live = self._rotate_if_needed(fd, live, len(data))
-            self._append(fd, live, data)
+            if data is not None:
+                fd, live = self._rotate_if_needed(fd, live, len(data))
+                self._append(fd, live, data)
         finally:
             # The fd locked now: a rotation that failed half-way has closed the one this began with.
             if self._fd is not None:

@@ -209,9 +209,13 @@ class Gateway:
         # The agent sees the result only once its record is on disk (when [log] fsync is on).
         durable = await self.activity.write(record, alone=self._calls == 0)
         if not durable and progress.forwarded and _refuses(loaded) and outcome.error is None:
-            outcome.error = self._audit_unavailable(loaded, forwarded=True)
+            error = outcome.error = self._audit_unavailable(loaded, forwarded=True)
             outcome.status = Status.ERROR
             outcome.answer = None
+            # Its line, held until the disk takes it, says what the agent was told: the result was withheld.
+            record.status, record.forwarded = str(Status.ERROR), True
+            record.error = {"code": error.code.value, "message": error.message}
+            self.activity.amend(record)
         return outcome
 
     async def _run(
@@ -278,6 +282,11 @@ class Gateway:
             if variant is not ToolVariant.READ:
                 progress.capture(record, log)
                 await self._record_start(loaded, record, outcome)
+            elif self.activity.last_error is not None and _refuses(loaded):
+                # A read has no start on record: while the log is known to fail, the disk is tried first (the
+                # records held are written), and the read is not forwarded unless it takes them.
+                if not await anyio.to_thread.run_sync(self.activity.recover):
+                    raise self._audit_unavailable(loaded, forwarded=False)
             if _cut_short():
                 # A call the agent cut short before it ever waited (its cancellation in the same read as its
                 # request) would otherwise be cut only at its first wait, the upstream's answer: after it ran.

@@ -222,6 +222,37 @@ async def test_on_a_full_disk_a_read_result_is_withheld(in_process: Any) -> None
     assert outcome.result is None and "withheld" in outcome.error.message
 
 
+async def test_while_the_log_cannot_be_written_a_read_is_not_forwarded_and_the_record_says_what_the_agent_got(
+    in_process: Any, tmp_path: Path
+) -> None:
+    started, gate = gate_files(tmp_path)
+    gate.touch()
+    slow = {"started": str(started), "gate": str(gate)}
+    async with in_process() as env:
+        full_disk(env)
+        # The first read meets the full disk only once it has run: its result is withheld.
+        first = await env.call(READ, "probe:read_notes", args={"text": "x"})
+        # Now the log is known to fail: the next read tries the disk first, and is not forwarded.
+        second = await env.call(READ, "probe:slow", args=slow)
+        assert not started.exists(), "a read ran while its record could not be written"
+        env.host.activity.close()
+        env.box.log.unlink()  # the disk has room again
+        third = await env.call(READ, "probe:slow", args=slow)
+    assert first.error is not None and "withheld" in first.error.message
+    assert second.error is not None and second.error.code is ErrorCode.AUDIT_UNAVAILABLE
+    assert "not forwarded" in second.error.message
+    assert third.error is None and started.exists()
+    # Every record held while the disk was full is written, in order, saying what its agent was told.
+    records = env.records()
+    assert [(r["tool"], r["status"]) for r in records] == [
+        ("read_notes", "error"),
+        ("slow", "error"),
+        ("slow", "success"),
+    ]
+    assert records[0]["error"]["code"] == records[1]["error"]["code"] == "AUDIT_UNAVAILABLE"
+    assert records[0]["forwarded"] is True and records[1].get("forwarded") is not True
+
+
 async def test_on_failure_continue_lets_calls_run_while_the_disk_is_full(in_process: Any) -> None:
     async with in_process(ALLOW_ALL + '[log]\non_failure = "continue"\n') as env:
         full_disk(env)
