@@ -282,11 +282,14 @@ class Gateway:
             if variant is not ToolVariant.READ:
                 progress.capture(record, log)
                 await self._record_start(loaded, record, outcome)
-            elif self.activity.last_error is not None and _refuses(loaded):
+            elif (
+                self.activity.last_error is not None
+                and _refuses(loaded)
+                and not await anyio.to_thread.run_sync(self.activity.recover)
+            ):
                 # A read has no start on record: while the log is known to fail, the disk is tried first (the
                 # records held are written), and the read is not forwarded unless it takes them.
-                if not await anyio.to_thread.run_sync(self.activity.recover):
-                    raise self._audit_unavailable(loaded, forwarded=False)
+                raise self._audit_unavailable(loaded, forwarded=False)
             if _cut_short():
                 # A call the agent cut short before it ever waited (its cancellation in the same read as its
                 # request) would otherwise be cut only at its first wait, the upstream's answer: after it ran.
