@@ -136,7 +136,7 @@ class Guard:
             return item
         request_id, method = self._pending.pop(coerce_request_id(message.id), (message.id, ""))
         if self.measure:
-            size = len(to_json(message.result))
+            size = _json_size(message.result)
             if size > self.limit:
                 return self._refusal(request_id, method, size)
         if method == "initialize":
@@ -194,6 +194,16 @@ class Guard:
         if result is message.result:
             return item
         return SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result), item.metadata)
+
+
+def _json_size(value: Any) -> int:
+    try:
+        return len(to_json(value))
+    except ValueError:  # nested past pydantic's serializer's limit (a tools/list page screening then drops)
+        try:
+            return len(json.dumps(value, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+        except (ValueError, RecursionError):
+            return 0
 
 
 class GuardedRead:

@@ -22,6 +22,9 @@ MAX_NAME_CHARS = 128
 # Generous for real servers (their longest descriptions run to a few KB); a megabyte is abuse, not documentation.
 MAX_DESCRIPTION_CHARS = 64 * 1024
 MAX_SCHEMA_BYTES = 256 * 1024
+# Far deeper than a real tool's definition nests (its schema's objects two levels each); deeper, the SDK's models and
+# their serializers give up (pydantic stops at a depth limit), and with them the whole page.
+MAX_TOOL_DEPTH = 100
 # How much of a made-up name a diagnostic repeats.
 SHOWN_NAME_CHARS = 200
 
@@ -61,11 +64,27 @@ def _validate(result: dict[str, Any], version: str | None) -> None:
 
 def protocol_problem(raw: Any, version: str | None) -> str | None:
     """Why the SDK would reject this raw tool (and with it the whole page), or None."""
+    if nests_deeper(raw, MAX_TOOL_DEPTH):
+        return f"the tool's definition nests deeper than {MAX_TOOL_DEPTH} levels"
     try:
         _validate({"tools": [raw]}, version)
     except ValidationError as exc:
         return _first_error(exc)
+    except (ValueError, RecursionError) as exc:  # what the SDK's models meet besides a shape they refuse
+        return safe(f"the SDK cannot read it ({exc})", 300)
     return None
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether `value`'s objects and arrays nest more than `limit` levels (`value` itself one). Iterative."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def screen_page(tools: list[Any], version: str | None) -> tuple[list[Any], list[Dropped]]:
@@ -83,9 +102,12 @@ def screen_page(tools: list[Any], version: str | None) -> tuple[list[Any], list[
 
 def page_is_valid(result: dict[str, Any], version: str | None) -> bool:
     """The common case, one check for the whole page: only a page that fails is screened tool by tool."""
+    tools = result.get("tools")
+    if isinstance(tools, list) and nests_deeper(tools, MAX_TOOL_DEPTH + 1):
+        return False
     try:
         _validate(result, version)
-    except ValidationError:
+    except (ValidationError, ValueError, RecursionError):
         return False
     return True
 

@@ -35,6 +35,7 @@ from mcphost.console import safe
 from mcphost.pipes import dump_line, offered, read_in_chunks
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
+from mcphost.upstream.screening import nests_deeper
 from mcphost.upstream.spawn import Launch, Spawned, TappedProtocol, spawn, stop_process_group
 
 logger = logging.getLogger(__name__)
@@ -111,8 +112,27 @@ def parse_line(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
+        deep = _deep_response(line)
+        if deep is not None:
+            return deep
         logger.warning("upstream sent a line that is not JSON-RPC: %s", safe(line[:200].decode("utf-8", "replace")))
         return NotJsonRpc(str(exc))
+
+
+def _deep_response(line: bytes) -> SessionMessage | None:
+    """A response nested deeper than pydantic's parser goes (its recursion limit), taken as it is: the guard screens
+    a tools/list page (a tool nested too deep is dropped, the rest served) and the session refuses any other answer
+    it cannot read. Dropped as not JSON-RPC, it would leave its request waiting for an answer that never comes."""
+    try:
+        message = loads_exact(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("result"), dict):
+        return None
+    request_id = message.get("id")
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool) or not nests_deeper(message, 64):
+        return None  # malformed in some other way
+    return SessionMessage(types.JSONRPCResponse.model_construct(jsonrpc="2.0", id=request_id, result=message["result"]))
 
 
 class LaneClosed(Exception):

@@ -62,8 +62,16 @@ def _tools(state: dict[str, Any]) -> list[Any]:
             _tool("bell\x07and\x1b[31mred", "A name with control characters", OBJECT),
             _tool("huge_description", "x" * 1_000_000, OBJECT),
             _tool("echo", "A second tool named echo", OBJECT),
+            _tool("deep_schema", "An input schema nested 400 levels deep", _nested(400)),
         ]
     return tools
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
 
 
 def _text(text: str) -> dict[str, Any]:
