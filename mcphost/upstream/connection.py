@@ -33,12 +33,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
 from mcphost import __version__
+from mcphost.activity.reader import looked_over, opening_brackets
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
 from mcphost.pipes import encoded, json_size
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
-from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
+from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, nests_deeper, tool_problem
 from mcphost.upstream.spawn import EarlyStarts, Launch, own_env
 from mcphost.upstream.stdio import LaneClosed, NotJsonRpc, RawLane, stdio_transport
 
@@ -181,10 +182,16 @@ class ToolResult:
 
     @classmethod
     def checked(cls, data: Any) -> ToolResult:
-        """`data` as a tool's answer; raises ValidationError where it is none."""
+        """`data` as a tool's answer; raises ValidationError where it is none, TooDeep where it nests past what
+        can be passed on."""
         if plain_text_result(data):
+            # Text blocks nest three levels: only structured content and _meta may go deeper.
+            if ("structuredContent" in data or "_meta" in data) and too_deep(data):
+                raise TooDeep
             return cls(data)
         model = _CheckedResult.model_validate(data)  # raises for anything not an object
+        if too_deep(data):
+            raise TooDeep
         return cls(data, model)
 
     @property
@@ -192,6 +199,27 @@ class ToolResult:
         if self._model is None:
             self._model = _CheckedResult.model_validate(self.data)
         return self._model
+
+
+# How deep an answer may nest: past some 250 levels the serializers on its way (pydantic's, orjson) give up, after the
+# call has run and been recorded as a success.
+MAX_RESULT_DEPTH = 200
+
+
+class TooDeep(ValueError):
+    """A tool's answer nests deeper than MAX_RESULT_DEPTH."""
+
+
+def too_deep(data: Any) -> bool:
+    """Whether `data` nests deeper than MAX_RESULT_DEPTH: a look at a small answer, a count of the brackets of a
+    large one as orjson writes it, and a walk only where that count allows the depth."""
+    seen = looked_over(data)
+    if seen is not None and not seen[0]:  # (a wide integer ends the look early, its depth untold)
+        return seen[1] > MAX_RESULT_DEPTH
+    written = encoded(data)
+    if written is not None and opening_brackets(written) <= MAX_RESULT_DEPTH:
+        return False
+    return nests_deeper(data, MAX_RESULT_DEPTH)
 
 
 # A text this long or longer is kept written (`ToolResult.json_size`); a shorter one costs less to write again than
@@ -686,6 +714,10 @@ class UpstreamServer:
             )
         try:
             return ToolResult.checked(data)
+        except TooDeep:
+            raise UpstreamCallFailed(
+                self.name, f"the answer nests deeper than {MAX_RESULT_DEPTH} levels, more than mcphost can pass on"
+            ) from None
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(part) for part in e['loc']) or 'result'}: {e['msg']}" for e in exc.errors()[:3]

@@ -178,6 +178,24 @@ async def test_an_answer_that_is_no_tool_result_fails_the_call_and_says_why(
     assert text(good) == "fine"
 
 
+async def test_an_answer_nested_past_what_can_be_passed_on_fails_the_call_and_one_within_passes(
+    hostile: Hostile,
+) -> None:
+    # Past some 250 levels pydantic's and orjson's serializers give up: after the call ran, recorded as a success.
+    text_only = {"content": [{"type": "text", "text": "x"}]}
+    async with running(hostile.config()) as server:
+        within = await server.call_tool("malformed", {"result": text_only, "nest": 50})
+        with pytest.raises(UpstreamCallFailed) as structured:
+            await server.call_tool("malformed", {"result": text_only, "nest": 150})
+        with pytest.raises(UpstreamCallFailed) as with_an_image:
+            image = {"content": [{"type": "image", "data": "", "mimeType": "image/png"}]}
+            await server.call_tool("malformed", {"result": image, "nest": 150})
+        assert server.state is State.CONNECTED
+    assert within.model.structured_content is not None
+    for failed in (structured, with_an_image):
+        assert failed.value.reason == "the answer nests deeper than 200 levels, more than mcphost can pass on"
+
+
 @pytest.mark.parametrize(
     ("error", "reason"),
     [

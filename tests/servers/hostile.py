@@ -97,7 +97,10 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
         sys.stderr.flush()
         return _text("shouted")
     if name == "malformed":
-        return dict(args["result"])
+        result = dict(args["result"])
+        if "nest" in args:  # deeper than mcphost lets an agent's arguments go: made here
+            result["structuredContent"] = _nested(int(args["nest"]))
+        return result
     if name == "spawn":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         Path(args["pidfile"]).write_text(str(child.pid), encoding="utf-8")
