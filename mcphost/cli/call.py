@@ -71,16 +71,21 @@ def run(args: argparse.Namespace) -> int:
         from mcphost.cli.daemon_client import CALL_CLIENT, DaemonError, Ended, McpSession
 
         print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
+        session = McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), CALL_CLIENT)
         try:
-            with McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), CALL_CLIENT) as session:
+            with session:
                 result = session.call_tool(variant.value, arguments)
-        except KeyboardInterrupt:
-            # The session already told the daemon: the call is cancelled there, a prompt for it withdrawn.
-            print("mcphost: interrupted; the call was withdrawn (see `mcphost log tail`)", file=sys.stderr)
-            return 130
-        except Ended as ended:
-            print(f"mcphost: ended by {ended}; the call was withdrawn (see `mcphost log tail`)", file=sys.stderr)
-            return 128 + ended.signum
+        except (KeyboardInterrupt, Ended) as cut:
+            # The session has told the daemon, if it could: the call is cancelled there, a prompt for it withdrawn.
+            said, code = (f"ended by {cut}", 128 + cut.signum) if isinstance(cut, Ended) else ("interrupted", 130)
+            fate = (
+                "the call was withdrawn"
+                if session.withdrawn
+                else f"the daemon {target['pid']} did not answer, so the call may still be waiting for a person or "
+                "running"
+            )
+            print(f"mcphost: {said}; {fate} (see `mcphost log tail`)", file=sys.stderr)
+            return code
         except DaemonError as exc:
             if exc.sent:
                 print(

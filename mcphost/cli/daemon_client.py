@@ -106,6 +106,7 @@ class McpSession:
         self._conn: http.client.HTTPConnection | None = None
         self._session_id: str | None = None
         self._protocol_version = PROTOCOL_VERSION
+        self.withdrawn: bool | None = None  # a call cut short here: whether the daemon took its withdrawal
         self._ids = itertools.count(1)
 
     def __enter__(self) -> McpSession:
@@ -157,15 +158,19 @@ class McpSession:
             raise DaemonError(f"the daemon answered tools/call without a result: {_brief(response)}", sent=True)
         return result
 
-    def close(self) -> None:
-        """Delete the session (the daemon forgets it at once, instead of when it times out), and disconnect."""
+    def close(self) -> bool:
+        """Delete the session (the daemon forgets it at once, instead of when it times out), and disconnect. True
+        when the daemon answered the delete."""
+        deleted = False
         if self._session_id is not None:
             with contextlib.suppress(OSError, http.client.HTTPException, DaemonError):
                 conn = self._connection(CANCEL_TIMEOUT, fresh=True)
                 conn.request("DELETE", self._path, headers=self._session_headers())
                 conn.getresponse().read()
+                deleted = True
             self._session_id = None
         self._drop()
+        return deleted
 
     # ---- HTTP
 
@@ -282,13 +287,16 @@ class McpSession:
         _read_all(response, self)
 
     def _withdraw(self, request_id: int, reason: str) -> None:
-        """Ctrl-C during a call: tell the daemon to cancel it, then delete the session (which also ends it)."""
+        """Ctrl-C during a call: tell the daemon to cancel it, then delete the session (which also ends it).
+        `withdrawn` says whether the daemon took either."""
         self._drop()
+        self.withdrawn = False
         with _ended_by_signals(), contextlib.suppress(DaemonError, KeyboardInterrupt, Ended):
             params = {"requestId": request_id, "reason": reason}
             self._notify("notifications/cancelled", params, CANCEL_TIMEOUT)
+            self.withdrawn = True
         with _ended_by_signals(), contextlib.suppress(KeyboardInterrupt, Ended):
-            self.close()
+            self.withdrawn = self.close() or self.withdrawn
 
 
 def _read_all(response: http.client.HTTPResponse, session: McpSession) -> bytes:

@@ -164,6 +164,35 @@ async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
     assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
 
 
+async def test_ctrl_c_while_the_daemon_cannot_answer_does_not_claim_the_call_was_withdrawn(sandbox: Sandbox) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
+        process = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "mcphost", "call", "tool-write", "probe:plain_echo", "--args", '{"text": "x"}'],
+            env={**os.environ, **sandbox.env()},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            async with asyncio.timeout(30):
+                await ed.prompted.wait()
+            d.process.send_signal(signal.SIGSTOP)  # hung: it takes no cancellation
+            try:
+                process.send_signal(signal.SIGINT)
+                _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=20))
+            finally:
+                d.process.send_signal(signal.SIGCONT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, err
+    assert "interrupted; the daemon" in err and "did not answer" in err and "withdrawn" not in err
+
+
 async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
     # A session grant lives in the daemon alone: a handshake-era agent session gets one (a one-shot `mcphost call`
