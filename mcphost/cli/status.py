@@ -22,16 +22,18 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 def run(args: argparse.Namespace) -> int:
 
     reports = _collect(discovery.running())
+    # A daemon that is running yet cannot say how it is (hung, stopped, an older version): a script should know.
+    code = 1 if any("error" in report for report in reports) else 0
     if args.output == "json":
         print_json({"daemons": reports})
-        return 0
+        return code
     if not reports:
         print("No mcphost daemon is running. Start one with `mcphost serve`, or open VS Code with the extension.")
         return 0
     width = table_width(args)
     for report in reports:
         print(_describe(report, width))
-    return 0
+    return code
 
 
 def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
