@@ -73,8 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
         session = McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), CALL_CLIENT)
         try:
-            with session:
-                result = session.call_tool(variant.value, arguments)
+            result = session.call_once(variant.value, arguments)
         except (KeyboardInterrupt, Ended) as cut:
             # The session has told the daemon, if it could: the call is cancelled there, a prompt for it withdrawn.
             said, code = (f"ended by {cut}", 128 + cut.signum) if isinstance(cut, Ended) else ("interrupted", 130)

@@ -2,12 +2,15 @@
 httpx): importing those costs most of a second; this module costs a few milliseconds.
 
 The daemon's agents' door is streamable HTTP MCP (`mcp.url` and `mcp.headers` in the discovery file), spoken just
-enough for one call: the legacy handshake (`initialize`, `notifications/initialized`), one `tools/call`, and the
-session deleted. Answers come as JSON or as an event stream; the daemon's notifications are passed over and its
-requests refused (this client declares no capabilities, so it is asked nothing). Loopback only, through no proxy:
-the token goes nowhere else. A call may wait on a prompt in an editor for as long as the person takes: only
-connecting and the handshake have a time limit, and Ctrl-C (or SIGTERM, SIGHUP: a timeout wrapper, a closed terminal)
-withdraws the call (`notifications/cancelled`, then the session is deleted) before the command ends.
+enough for one call. `mcphost call` makes it one exchange of the 2026-07-28 revision (`call_once`): no session, and
+the call is withdrawn by closing the connection, which the daemon sees however the command ends, killed included.
+`mcphost tools`, and a daemon that does not take that revision, get the legacy handshake (`initialize`,
+`notifications/initialized`), one request, and the session deleted; Ctrl-C there sends `notifications/cancelled`.
+Answers come as JSON or as an event stream; the daemon's notifications are passed over and its requests refused
+(this client declares no capabilities, so it is asked nothing). Loopback only, through no proxy: the token goes
+nowhere else. A call may wait on a prompt in an editor for as long as the person takes: only connecting and the
+handshake have a time limit, and Ctrl-C (or SIGTERM, SIGHUP: a timeout wrapper, a closed terminal) withdraws the call
+before the command ends.
 
 `mcphost status` and `grants` ask on the editor channel instead: mcphost.cli.channel.
 """
@@ -29,6 +32,11 @@ from mcphost import __version__
 from mcphost.discovery import is_loopback_url
 
 PROTOCOL_VERSION = "2025-06-18"
+# The revision of a call in one exchange, without a session; its client cancels a call by closing the connection.
+MODERN_VERSION = "2026-07-28"
+# JSON-RPC errors of a daemon that does not take a call in MODERN_VERSION, before anything is called: a handshake
+# is made instead (mcp.shared.inbound's UNSUPPORTED_PROTOCOL_VERSION, HEADER_MISMATCH; this module imports no SDK).
+NOT_MODERN = frozenset({-32022, -32020})
 # What records and prompts call the command that made a call (with mcphost's version): the command a person typed,
 # on every route it takes (mcphost.approval.prompt.ONE_SHOT_CLIENT names the first; a test keeps them equal).
 CALL_CLIENT = "mcphost call"
@@ -81,9 +89,10 @@ class DaemonError(Exception):
     and the command may make it some other way.
     """
 
-    def __init__(self, message: str, *, sent: bool) -> None:
+    def __init__(self, message: str, *, sent: bool, code: int | None = None) -> None:
         super().__init__(message)
         self.sent = sent
+        self.code = code  # the JSON-RPC error's code, when the daemon answered with one
 
 
 class McpSession:
@@ -139,6 +148,40 @@ class McpSession:
         except DaemonError as exc:
             exc.sent = False
             raise
+
+    def call_once(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """`tools/call` as one exchange of the 2026-07-28 revision: no session to open and delete (three round
+        trips fewer), and the call is withdrawn by closing its connection, which the daemon takes as its client's
+        leaving however this command ends (killed too: the kernel closes it). A daemon that does not take the
+        revision gets the handshake and `call_tool`. As `call_tool`, otherwise."""
+        request_id = next(self._ids)
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": self.client_name, "version": __version__},
+        }
+        routing = {"mcp-protocol-version": MODERN_VERSION, "mcp-method": "tools/call", "mcp-name": name}
+        params = {"name": name, "arguments": arguments, "_meta": meta}
+        try:
+            with _ended_by_signals():
+                response, _ = self._request("tools/call", params, None, request_id, routing)
+        except (KeyboardInterrupt, Ended):
+            self._drop()
+            self.withdrawn = True
+            raise
+        except DaemonError as exc:
+            if exc.code not in NOT_MODERN:
+                raise
+            self.open()
+            try:
+                return self.call_tool(name, arguments)
+            finally:
+                self.close()
+        result = response.get("result")
+        if not isinstance(result, dict):
+            raise DaemonError(f"the daemon answered tools/call without a result: {_brief(response)}", sent=True)
+        self._drop()
+        return _without_envelope(result)
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """`tools/call`, waiting as long as the daemon takes (a prompt may be waiting for a person). The result
@@ -204,7 +247,9 @@ class McpSession:
             self._conn.close()
             self._conn = None
 
-    def _post(self, message: dict[str, Any], timeout: float | None) -> http.client.HTTPResponse:
+    def _post(
+        self, message: dict[str, Any], timeout: float | None, routing: dict[str, str] | None = None
+    ) -> http.client.HTTPResponse:
         # ASCII: an argument from a command line that is not UTF-8 holds lone surrogates, which only escapes carry
         # (the daemon then refuses the call, saying which argument).
         body = json.dumps(message, separators=(",", ":")).encode("ascii")
@@ -212,6 +257,7 @@ class McpSession:
             **self._session_headers(),
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            **(routing or {}),
         }
         conn = self._connection(timeout)
         try:
@@ -231,14 +277,21 @@ class McpSession:
             raise DaemonError(_http_error(response.status, body), sent=True)
 
     def _request(
-        self, method: str, params: dict[str, Any], timeout: float | None, request_id: int | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        timeout: float | None,
+        request_id: int | None = None,
+        routing: dict[str, str] | None = None,
     ) -> tuple[dict[str, Any], http.client.HTTPMessage]:
         """Send one request and read its answer, from a JSON body or an SSE stream."""
         if request_id is None:
             request_id = next(self._ids)
-        response = self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, timeout)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        response = self._post(message, timeout, routing)
         if response.status != 200:
-            raise DaemonError(_http_error(response.status, _read_all(response, self)), sent=True)
+            body = _read_all(response, self)
+            raise DaemonError(_http_error(response.status, body), sent=True, code=_error_code(body))
         content_type = (response.getheader("content-type") or "").split(";")[0].strip().lower()
         if content_type == "text/event-stream":
             messages: Iterator[Any] = _sse_messages(response, self)
@@ -262,8 +315,11 @@ class McpSession:
                 self._drop()  # the rest of the stream is not read: this connection is not reused
             error = message.get("error")
             if isinstance(error, dict):
+                code = error.get("code")
                 raise DaemonError(
-                    f"the daemon answered {method} with error {error.get('code')}: {error.get('message')}", sent=True
+                    f"the daemon answered {method} with error {code}: {error.get('message')}",
+                    sent=True,
+                    code=code if isinstance(code, int) else None,
                 )
             return message, response.headers
         self._drop()
@@ -346,6 +402,28 @@ def _http_error(status: int, body: bytes) -> str:
             elif decoded.get("message"):
                 message = str(decoded["message"])
     return f"the daemon refused the request (HTTP {status}{': ' + message if message else ''})"
+
+
+def _without_envelope(result: dict[str, Any]) -> dict[str, Any]:
+    """The tool's result without what the revision puts in every answer's `_meta` (the server's info): the same
+    result as a handshake-era call gets."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or not any(key.startswith(_ENVELOPE) for key in meta):
+        return result
+    kept = {key: value for key, value in meta.items() if not key.startswith(_ENVELOPE)}
+    return {key: value for key, value in result.items() if key != "_meta"} | ({"_meta": kept} if kept else {})
+
+
+_ENVELOPE = "io.modelcontextprotocol/"
+
+
+def _error_code(body: bytes) -> int | None:
+    with contextlib.suppress(ValueError):
+        decoded = json.loads(body)
+        error = decoded.get("error") if isinstance(decoded, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        return code if isinstance(code, int) else None
+    return None
 
 
 def _reason(exc: BaseException) -> str:

@@ -141,6 +141,56 @@ def test_the_handshake_call_and_end_of_a_session() -> None:
     assert server.seen[2][1]["params"] == {"name": "call_tool_read", "arguments": {"name": "a:b"}}
 
 
+def test_one_call_is_one_modern_exchange_without_a_session() -> None:
+    def script(handler: Handler, message: dict[str, Any]) -> None:
+        meta = {"io.modelcontextprotocol/serverInfo": {"name": "mcphost"}, "mine": 1}
+        handler.json({"jsonrpc": "2.0", "id": message["id"], "result": {**RESULT, "_meta": meta}})
+
+    with scripted(script) as server:
+        session = McpSession(server.url, {"Authorization": "Bearer t0k"})
+        assert session.call_once("call_tool_read", {"name": "a:b"}) == {**RESULT, "_meta": {"mine": 1}}
+    [(headers, message)] = server.seen
+    assert message["method"] == "tools/call"
+    assert (headers["mcp-protocol-version"], headers["mcp-method"], headers["mcp-name"]) == (
+        "2026-07-28",
+        "tools/call",
+        "call_tool_read",
+    )
+    assert "mcp-session-id" not in headers and headers["Authorization"] == "Bearer t0k"
+    meta = message["params"]["_meta"]
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {}, "no elicitation: nothing to ask this client"
+    assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "mcphost call"
+
+
+@pytest.mark.parametrize("code", [-32022, -32020])
+def test_a_daemon_that_does_not_take_the_modern_revision_gets_the_handshake(code: int) -> None:
+    def answer(handler: Handler, message: dict[str, Any]) -> None:
+        handler.json({"jsonrpc": "2.0", "id": message["id"], "result": RESULT})
+
+    legacy = daemon_like(answer)
+
+    def script(handler: Handler, message: dict[str, Any]) -> None:
+        if handler.headers.get("mcp-protocol-version") == "2026-07-28":
+            handler.json({"jsonrpc": "2.0", "id": message["id"], "error": {"code": code, "message": "no"}}, 400)
+        else:
+            legacy(handler, message)
+
+    with scripted(script) as server:
+        assert McpSession(server.url).call_once("call_tool_read", {"name": "a:b"}) == RESULT
+    methods = [m.get("method", "DELETE" if m.get("DELETE") else None) for _, m in server.seen]
+    assert methods == ["tools/call", "initialize", "notifications/initialized", "tools/call", "DELETE"]
+
+
+def test_a_modern_call_refused_for_another_reason_is_not_made_again() -> None:
+    def script(handler: Handler, message: dict[str, Any]) -> None:
+        handler.json({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32602, "message": "bad"}}, 400)
+
+    with scripted(script) as server, pytest.raises(DaemonError) as refused:
+        McpSession(server.url).call_once("call_tool_read", {"name": "a:b"})
+    assert refused.value.sent and refused.value.code == -32602 and len(server.seen) == 1
+
+
 def test_a_json_answer_is_read_as_well_as_a_stream() -> None:
     def answer(handler: Handler, message: dict[str, Any]) -> None:
         handler.json({"jsonrpc": "2.0", "id": message["id"], "result": RESULT})
