@@ -346,7 +346,8 @@ async def test_a_call_from_the_terminal_is_asked_as_mcphost_call_and_answered_in
         # A one-shot `mcphost call` is a session of one call: a session grant would end with it, and the prompt
         # says so instead of offering it.
         await ap.expect("Allow? [o]nce, [a]lways or [d]eny: ")
-        assert f"from        mcphost call {__version__}, session http-" in ap.output
+        # One exchange of the 2026 revision, which has no session to name.
+        assert f"from        mcphost call {__version__}\n" in ap.output
         assert "no [s]ession: a one-shot `mcphost call` is its own session" in ap.output
         await ap.type("s")
         await ap.expect("A session grant would end with this one-shot `mcphost call`")
