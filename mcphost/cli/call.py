@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from mcphost import __version__, discovery
-from mcphost.cli.common import add_output_flag, fail, for_terminal, load_or_exit, print_json
+from mcphost.cli.common import add_output_flag, for_terminal, load_or_exit, print_json, require_utf8
 from mcphost.console import safe, safe_lines
 from mcphost.intent import DataSensitivity, ToolVariant
 from mcphost.paths import config_path
@@ -51,10 +51,7 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 def run(args: argparse.Namespace) -> int:
 
-    for flag, given in (("SERVER:TOOL", args.name), ("--args", args.args_json), ("--reason", args.reason)):
-        if given is not None and not _utf8(given):
-            # A command line in another encoding, or bytes from a file: said here, before anything is called.
-            fail(f"{flag} is not UTF-8 text ({ascii(given)[:80]}): write it in UTF-8", 2)
+    require_utf8(**{"SERVER:TOOL": args.name, "--args": args.args_json, "--reason": args.reason})
     variant: ToolVariant = args.variant
     intent: dict[str, Any] = {"operation_type": variant.operation.value}
     if args.sensitivity:
@@ -246,14 +243,6 @@ def print_result(result: dict[str, Any], stream: Any) -> None:
         printed = True
     if not printed and result.get("structuredContent") is not None:
         print(json.dumps(result["structuredContent"], indent=2), file=stream)  # ASCII: no raw control character
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # Python reads bytes that are not UTF-8 from argv as lone surrogates
-        return False
-    return True
 
 
 def _pretty(text: str) -> str:

@@ -28,6 +28,19 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise SystemExit(code)
 
 
+def require_utf8(**given: str | None) -> None:
+    """Exit 2 naming the first of `given` (flag or argument name: its value) that is not UTF-8 text: Python reads
+    bytes of another encoding from the command line (a Latin-1 terminal, a file's bytes) as lone surrogates, which no
+    call can carry. Said here, before anything is asked or called."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            fail(f"{name} is not UTF-8 text ({ascii(value)[:80]}): write it in UTF-8", 2)
+
+
 def load_or_exit(args: argparse.Namespace) -> LoadedConfig:
     from mcphost.config import ConfigError, load_config
     from mcphost.demo.default import default_config

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from mcphost import discovery
-from mcphost.cli.common import add_listing_flags, for_terminal, load_or_exit, print_json, table_width
+from mcphost.cli.common import add_listing_flags, for_terminal, load_or_exit, print_json, require_utf8, table_width
 from mcphost.console import Column, Table, ascii_only, safe, safe_lines
 from mcphost.gateway.tools import DEFAULT_LIMIT, RETRIEVE_TOOLS
 from mcphost.paths import config_path
@@ -47,6 +47,7 @@ COLUMNS = (
 
 def run(args: argparse.Namespace) -> int:
 
+    require_utf8(QUERY=args.query)
     arguments = {"query": args.query, "limit": args.limit}
     try:
         answer = None if args.in_process else _via_daemon(args, arguments)

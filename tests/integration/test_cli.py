@@ -190,4 +190,6 @@ def test_a_call_whose_command_line_is_not_utf8_is_refused_before_anything_is_cal
         result = mcphost(sandbox, "call", "tool-read", *args)
         assert result.returncode == 2, result.stderr
         assert "is not UTF-8 text" in result.stderr and "Traceback" not in result.stderr
+    searched = mcphost(sandbox, "tools", "task\udcff")
+    assert searched.returncode == 2 and "QUERY is not UTF-8 text" in searched.stderr
     assert not sandbox.log.exists()
