@@ -23,6 +23,7 @@ from mcphost.serve.hook import (
     MAX_PAYLOAD_BYTES,
     HookAnswer,
     HookInputError,
+    HookRequest,
     blocked,
     handled,
     parse_payload,
@@ -66,16 +67,17 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
+    read: list[HookRequest] = []  # the payload, once read: a block is told in its agent's words
     try:
-        return _run(args)
+        return _run(args, read)
     except Exception as exc:
         # A fault of mcphost's own must not let the call through: an agent reads a hook's traceback (exit 1) as "no
-        # objection". Blocked, with what went wrong, so it can be reported.
+        # objection", and a PermissionRequest hook's exit code not at all. Blocked, with what went wrong.
         reason = f"mcphost hook: could not decide ({type(exc).__name__}: {str(exc)[:300]}); the call is blocked"
-        return _answer(blocked(reason))
+        return _answer(blocked(reason, read[0] if read else None))
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, read: list[HookRequest]) -> int:
     try:
         raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     except OSError as exc:
@@ -84,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         request = parse_payload(raw, args.agent)
     except HookInputError as exc:
         return _answer(blocked(f"mcphost hook: {exc}; the call is blocked"))
+    read.append(request)
     if not handled(request):
         return 0
     try:

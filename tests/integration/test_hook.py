@@ -157,6 +157,11 @@ def test_a_fault_inside_the_hook_blocks_the_call_instead_of_a_traceback(
     assert hook.run(argparse.Namespace(agent=None, config=None)) == 2
     out, err = capsys.readouterr()
     assert out == "" and "could not decide (RecursionError: maximum recursion" in err and "blocked" in err
+    # A PermissionRequest hook's exit code is not read: the block is a printed deny.
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload("claude-code/permissionrequest-bash.json"))))
+    assert hook.run(argparse.Namespace(agent=None, config=None)) == 0
+    decided = json.loads(capsys.readouterr().out)["hookSpecificOutput"]["decision"]
+    assert decided["behavior"] == "deny" and "could not decide (RecursionError" in decided["message"]
 
 
 def test_the_hook_gives_up_on_the_daemon_before_its_agent_gives_up_on_the_hook() -> None:
