@@ -178,7 +178,16 @@ class ToolResult:
 
     @classmethod
     def of(cls, model: types.CallToolResult) -> ToolResult:
-        return cls(model.model_dump(mode="json", by_alias=True, exclude_none=True), model)
+        """The SDK client's answer; raises TooDeep as `checked` does (pydantic's serializer stops near 250 levels)."""
+        try:
+            data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except ValueError as exc:
+            if "depth" in str(exc):
+                raise TooDeep from None
+            raise
+        if too_deep(data):
+            raise TooDeep
+        return cls(data, model)
 
     @classmethod
     def checked(cls, data: Any) -> ToolResult:
@@ -208,6 +217,12 @@ MAX_RESULT_DEPTH = 200
 
 class TooDeep(ValueError):
     """A tool's answer nests deeper than MAX_RESULT_DEPTH."""
+
+
+def _too_deep(server: str) -> UpstreamCallFailed:
+    return UpstreamCallFailed(
+        server, f"the answer nests deeper than {MAX_RESULT_DEPTH} levels, more than mcphost can pass on"
+    )
 
 
 def too_deep(data: Any) -> bool:
@@ -663,6 +678,8 @@ class UpstreamServer:
                 return ToolResult.of(await client.call_tool(tool, arguments))
         except (UpstreamCallFailed, UpstreamUnavailable):
             raise
+        except TooDeep:
+            raise _too_deep(self.name) from None
         except TimeoutError:
             raise UpstreamCallFailed(
                 self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)"
@@ -715,9 +732,7 @@ class UpstreamServer:
         try:
             return ToolResult.checked(data)
         except TooDeep:
-            raise UpstreamCallFailed(
-                self.name, f"the answer nests deeper than {MAX_RESULT_DEPTH} levels, more than mcphost can pass on"
-            ) from None
+            raise _too_deep(self.name) from None
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(part) for part in e['loc']) or 'result'}: {e['msg']}" for e in exc.errors()[:3]

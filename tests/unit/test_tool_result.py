@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from mcphost.upstream.connection import ToolResult, _CheckedResult, plain_text_result
+from mcphost.upstream.connection import TooDeep, ToolResult, _CheckedResult, plain_text_result
 
 TEXT = {"type": "text", "text": "read_notes: x"}
 
@@ -68,3 +68,26 @@ def test_plain_text_answers_skip_the_validator_and_others_do_not() -> None:
     assert len(plain) == 7
     assert all(ToolResult.checked(data)._model is None for data in plain)
     assert all(ToolResult.checked(data)._model is not None for data in VALID if data not in plain)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [210, 300])
+def test_an_answer_nested_past_what_can_be_passed_on_is_refused_both_ways(levels: int) -> None:
+    # Off the lane (`checked`) and from the SDK's client (`of`, whose dump stops near 250 levels): one refusal.
+    answer = {"content": [TEXT], "structuredContent": _nested(levels)}
+    with pytest.raises(TooDeep):
+        ToolResult.checked(answer)
+    with pytest.raises(TooDeep):
+        ToolResult.of(_CheckedResult.model_validate(answer))
+
+
+def test_an_answer_nested_within_the_limit_passes_both_ways() -> None:
+    answer = {"content": [TEXT], "structuredContent": _nested(150), "_meta": {"wide": list(range(1000))}}
+    assert ToolResult.checked(answer).data is answer
+    assert ToolResult.of(_CheckedResult.model_validate(answer)).data["structuredContent"] == answer["structuredContent"]
