@@ -7,7 +7,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mcphost.policy import Remember
 
@@ -147,7 +147,17 @@ class PermissionBatch(Payload):
 class PermissionBatchResult(Payload):
     """`mcphost/permissionBatch` result: one answer per request; a request left unanswered is denied."""
 
-    answers: list[BatchAnswer]
+    answers: list[BatchAnswer] = Field(description="At most one per request: a result answering one twice is invalid.")
+
+    @field_validator("answers")
+    @classmethod
+    def _once_each(cls, answers: list[BatchAnswer]) -> list[BatchAnswer]:
+        # Two answers to one call (a deny, then an allow) would leave the call to whichever was read last.
+        ids = [answer.id for answer in answers]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"answers {', '.join(twice)} more than once")
+        return answers
 
 
 def batch_response(request: PermissionRequest, answer: BatchAnswer | None) -> tuple[PermissionResponse, str | None]:

@@ -152,6 +152,23 @@ async def test_deny_all_denies_every_call_of_the_batch(sandbox: Sandbox) -> None
     assert [c["status"] for c in sandbox.tool_calls()] == ["denied", "denied"]
 
 
+async def test_a_batch_answer_that_answers_one_call_twice_allows_nothing(sandbox: Sandbox) -> None:
+    # Deny, then allow, for the same call: read as a dict, the last would have won and let it through.
+    async def contradicting(batch: dict[str, Any]) -> dict[str, Any]:
+        first = batch["requests"][0]["id"]
+        return {"answers": [{"id": first, "decision": "deny"}, {"id": first, "decision": "allow"}]}
+
+    async with (
+        host(sandbox) as d,
+        editor(d.editor_socket, allow(), batch=contradicting) as ed,
+        http_agent(d.url, d.headers, mode=LEGACY) as client,
+    ):
+        results = await burst(client, ("call_tool_write", write("a")), ("call_tool_write", write("b")))
+    assert len(ed.batches) == 1
+    assert all(error_of(r) is not None for r in results)
+    assert [c["status"] for c in sandbox.tool_calls()] == ["denied", "denied"]
+
+
 async def test_a_destructive_call_is_never_allowed_by_a_batch_answer_that_does_not_name_it(sandbox: Sandbox) -> None:
     async with (
         host(sandbox) as d,
