@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Daemon
+from tests.editor.support import call
+from tests.helpers import Daemon, error_of, http_agent
 
 
 class RawClient:
@@ -69,3 +70,21 @@ async def test_bad_revoke_params_get_invalid_params_naming_the_field(shared: Dae
         answer = await client.response_to(2)
     assert answer["error"]["code"] == -32602
     assert "ids" in answer["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [{"code": -1}, {"code": "x", "message": "m"}, "boom", {"code": -32000, "message": "a well-formed one"}],
+    ids=["no-message", "code-not-a-number", "a-string", "well-formed"],
+)
+async def test_any_error_answer_to_a_prompt_is_this_editor_not_answering_at_once(shared: Daemon, error: Any) -> None:
+    # pygls could not read the malformed ones: the answer was dropped and the call waited out prompt_timeout (300 s).
+    async with raw(shared) as editor, http_agent(shared.url, shared.headers) as agent:
+        calling = asyncio.create_task(call(agent, "write", "plain_echo"))
+        async with asyncio.timeout(10):
+            while (message := await editor.receive()).get("method") != "mcphost/permissionRequest":
+                pass
+        editor.send({"id": message["id"], "error": error})
+        async with asyncio.timeout(10):
+            result = await calling
+    assert error_of(result)["code"] == "NO_APPROVER"
