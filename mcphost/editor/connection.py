@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 # An editor that stops reading loses activity notifications past this much unsent output, never prompts.
 MAX_BUFFERED_NOTIFICATIONS = 8 * 1024 * 1024
 _ids = itertools.count(1)
+MAX_CLIENT_NAME = 200
 
 
 @functools.cache
@@ -147,8 +148,15 @@ class EditorConnection(LanguageServer):
     # ---- handlers (thin: the hub and the broker do the work)
 
     def _on_initialize(self, params: lsp.InitializeParams) -> None:
+        if self.attached:
+            # Once attached, what it is stays as the broker and `status` know it: a second initialize turning a
+            # watcher into an approver (or back) would be listed as one thing and asked as the other.
+            logger.warning("editor %s sent initialize again; its first one stands", self.label)
+            return
         if params.client_info is not None:
-            self.client_name = f"{params.client_info.name} {params.client_info.version or ''}".strip()
+            # Shown in status and put in the record of every call it answers (decision.approver): a name, kept short.
+            name = f"{params.client_info.name} {params.client_info.version or ''}".strip()
+            self.client_name = name if len(name) <= MAX_CLIENT_NAME else name[: MAX_CLIENT_NAME - 1] + "…"
         options = params.initialization_options
         if isinstance(options, dict):
             self.approver = options.get("approver", True) is not False
@@ -157,7 +165,8 @@ class EditorConnection(LanguageServer):
 
     def _on_initialized(self, params: lsp.InitializedParams) -> None:
         # Requests to the client are allowed only after `initialized`, so this is when prompts may start.
-        self.hub.attach(self)
+        if not self.attached:
+            self.hub.attach(self)
 
     def _on_shutdown(self, params: Any) -> None:
         self.hub.detach(self)

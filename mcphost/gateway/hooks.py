@@ -47,6 +47,8 @@ from mcphost.policy import DecidedBy
 # What a hook can answer. "pass": no opinion, the agent goes on as if no hook had run (its own rules and prompt).
 ALLOW, DENY, ASK, PASS = "allow", "deny", "ask", "pass"
 
+# The longest name, id or path a hook may send besides the tool's input (PATH_MAX is 4096 on Linux).
+MAX_HOOK_FIELD_CHARS = 4096
 # How long a person's allow of one call answers the same call's later PermissionRequest.
 ALLOWED_MEMORY_S = 120.0
 # The MCP annotations of a tool mcphost fronts, as its upstream gives them now (None: not known).
@@ -236,8 +238,15 @@ def _check_use(use: AgentToolUse, variant: ToolVariant) -> None:
     """Refuse what mcphost could not record faithfully (the checks of every call's arguments): a tool input nested
     deeper than MAX_DEPTH, or text anywhere in the use that is not valid Unicode."""
     check_input(use.tool_input, variant, "tool_input")
-    for field in ("tool_name", "session_id", "tool_use_id", "cwd"):
+    for field in ("agent", "event", "tool_name", "session_id", "tool_use_id", "cwd"):
         value = getattr(use, field)
+        if isinstance(value, str) and len(value) > MAX_HOOK_FIELD_CHARS:
+            # Copied into every record and prompt of the call: a path or a name, never a file's worth.
+            raise GatewayError(
+                ErrorCode.INVALID_ARGS,
+                f"the hook's {field} is {len(value)} characters long (at most {MAX_HOOK_FIELD_CHARS})",
+                {"variant": variant.value, "field": field},
+            )
         if isinstance(value, str) and not valid_text(value):
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,

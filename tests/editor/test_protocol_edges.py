@@ -88,3 +88,37 @@ async def test_any_error_answer_to_a_prompt_is_this_editor_not_answering_at_once
         async with asyncio.timeout(10):
             result = await calling
     assert error_of(result)["code"] == "NO_APPROVER"
+
+
+async def test_a_second_initialize_does_not_change_what_the_editor_is(shared: Daemon) -> None:
+    # A watcher that says initialize again as an approver would be listed as an editor and asked nothing, or the
+    # reverse: asked, and not listed.
+    reader, writer = await asyncio.open_unix_connection(shared.editor_socket)
+    watcher = RawClient(reader, writer)
+    try:
+        for number, options in enumerate(({"approver": False}, {"approver": True}), start=1):
+            params = {"capabilities": {}, "initializationOptions": options}
+            watcher.send({"id": number, "method": "initialize", "params": params})
+            await watcher.response_to(number)
+            watcher.send({"method": "initialized", "params": {}})
+            watcher.send({"id": 10 + number, "method": "mcphost/status"})
+            status = (await watcher.response_to(10 + number))["result"]
+            assert status["editors"] == [], "a watcher is not listed, and stays one"
+    finally:
+        writer.close()
+
+
+async def test_an_editors_name_is_kept_short_in_status(shared: Daemon) -> None:
+    # It goes into the record of every call it answers (decision.approver).
+    reader, writer = await asyncio.open_unix_connection(shared.editor_socket)
+    client = RawClient(reader, writer)
+    try:
+        info = {"name": "n" * 3_000_000, "version": "1"}
+        client.send({"id": 1, "method": "initialize", "params": {"capabilities": {}, "clientInfo": info}})
+        await client.response_to(1)
+        client.send({"method": "initialized", "params": {}})
+        client.send({"id": 2, "method": "mcphost/status"})
+        [listed] = (await client.response_to(2))["result"]["editors"]
+    finally:
+        writer.close()
+    assert len(listed["name"]) == 200 and listed["name"].endswith("…")

@@ -116,6 +116,7 @@ def hostile_payloads() -> dict[str, bytes]:
         "lone surrogate in the input": json.dumps({**base, "tool_input": {"content": "x"}})
         .replace('"x"', bad_text)
         .encode(),
+        "a cwd of 5 MB": json.dumps({**base, "cwd": "/" + "d" * 5_000_000}).encode(),
     }
 
 
