@@ -258,6 +258,30 @@ async def _socket_path(directory: Path, name: str) -> AsyncIterator[Path]:
                 private.rmdir()
 
 
+class _ReadToTheEnd(asyncio.StreamReaderProtocol):
+    """A connection whose peer went away ends as any other, once what it sent is read. When a write to the gone
+    peer fails (broken pipe) or it closed with our data unread (reset), asyncio closes the socket with what the peer
+    sent still in it, and its reader raises the error ahead of what it holds: an editor's last answer, sent just
+    before it closed, was lost. Here the rest is read from the socket, and the stream ends at its end."""
+
+    def __init__(self, reader: asyncio.StreamReader, connected: Handler, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(reader, connected, loop=loop)
+        self._reader = reader
+        self._fd: int | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._fd = transport.get_extra_info("socket").fileno()
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(exc, ConnectionError) and self._fd is not None:
+            with contextlib.suppress(OSError):  # BlockingIOError: all that was sent is read
+                while chunk := os.read(self._fd, 1 << 16):
+                    self._reader.feed_data(chunk)
+            exc = None
+        super().connection_lost(exc)
+
+
 @asynccontextmanager
 async def owner_only_socket(directory: Path, name: str, handler: Handler, what: str) -> AsyncIterator[Path]:
     """Serve `handler` on a Unix socket `directory/name` that only this user can open (0600 from birth, and every
@@ -275,8 +299,13 @@ async def owner_only_socket(directory: Path, name: str, handler: Handler, what: 
 
     async with _socket_path(directory, name) as path:
         old_umask = os.umask(0o177)  # the socket is born 0600: no window in which others could connect
+        loop = asyncio.get_running_loop()
+
+        def connected() -> asyncio.StreamReaderProtocol:
+            return _ReadToTheEnd(asyncio.StreamReader(limit=MAX_LINE, loop=loop), checked, loop)
+
         try:
-            server = await asyncio.start_unix_server(checked, path=str(path), limit=MAX_LINE)
+            server = await loop.create_unix_server(connected, path=str(path))
         finally:
             os.umask(old_umask)
         try:

@@ -14,6 +14,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from cattrs import Converter
@@ -117,6 +118,7 @@ class EditorConnection(LanguageServer):
         self.attached = False
         self.closed = False
         self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._sent: dict[str, Future[Any]] = {}  # pygls' future of each request `_waiting` waits on
         self._deciding: set[asyncio.Task[Any]] = set()  # hook requests under way: withdrawn when the hook leaves
         self._writer: SocketWriter | StdoutWriter | asyncio.StreamWriter | None = None
         handlers: dict[str, Callable[[Any], Any]] = {
@@ -227,21 +229,9 @@ class EditorConnection(LanguageServer):
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         self._waiting[msg_id] = waiter
-
-        def settle(done: Any) -> None:
-            # pygls resolves its future on this loop's thread; copy its outcome into ours, so that a pygls-side
-            # cancellation (the client sent `shutdown`) reads as "gone", not as this task being cancelled.
-            if waiter.done():
-                return
-            if done.cancelled():
-                waiter.set_exception(ApproverGone("shut down"))
-            elif done.exception() is not None:
-                waiter.set_exception(ApproverGone(f"answered with an error: {done.exception()}"))
-            else:
-                waiter.set_result(done.result())
-
         future = self.protocol.send_request(method, params, msg_id=msg_id)
-        future.add_done_callback(settle)
+        self._sent[msg_id] = future
+        future.add_done_callback(lambda done: _settle(waiter, done))
         try:
             result = await waiter
         except asyncio.CancelledError:
@@ -261,6 +251,7 @@ class EditorConnection(LanguageServer):
             result = waiter.result()
         finally:
             self._waiting.pop(msg_id, None)
+            self._sent.pop(msg_id, None)
         return result
 
     # ---- sending
@@ -304,8 +295,13 @@ class EditorConnection(LanguageServer):
         self.closed = True
         if self._stop_event is not None:
             self._stop_event.set()
-        for waiter in self._waiting.values():
-            if not waiter.done():
+        for msg_id, waiter in self._waiting.items():
+            sent = self._sent.get(msg_id)
+            if sent is not None and sent.done():
+                # Answered, then gone at once: pygls settled its future in the same turn as the end of input was
+                # read, and its callback (`_settle`) has yet to run. The answer stands.
+                _settle(waiter, sent)
+            elif not waiter.done():
                 waiter.set_exception(ApproverGone("disconnected"))
         for task in self._deciding:
             # The hook was ended (its agent's timeout, or the agent itself): its prompt leaves the person's screen.
@@ -314,6 +310,19 @@ class EditorConnection(LanguageServer):
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
+
+
+def _settle(waiter: asyncio.Future[Any], done: Future[Any]) -> None:
+    """Copy the outcome of pygls' future for a request into ours, so that a pygls-side cancellation (the client
+    sent `shutdown`) reads as "gone", not as the asking task being cancelled."""
+    if waiter.done():
+        return
+    if done.cancelled():
+        waiter.set_exception(ApproverGone("shut down"))
+    elif done.exception() is not None:
+        waiter.set_exception(ApproverGone(f"answered with an error: {done.exception()}"))
+    else:
+        waiter.set_result(done.result())
 
 
 def _problems(exc: ValidationError) -> str:

@@ -122,3 +122,24 @@ async def test_an_editors_name_is_kept_short_in_status(shared: Daemon) -> None:
     finally:
         writer.close()
     assert len(listed["name"]) == 200 and listed["name"].endswith("…")
+
+
+async def test_an_answer_sent_just_before_the_editor_leaves_decides_the_call(shared: Daemon) -> None:
+    # An editor that answers and closes its socket at once (a crash, a script): the answer and the end of input
+    # arrive in one read. It was lost in most tries, and the call refused as NO_APPROVER.
+    async with http_agent(shared.url, shared.headers) as agent:
+        for _ in range(16):  # a race: without the fix, one in eight or so was lost
+            reader, writer = await asyncio.open_unix_connection(shared.editor_socket)
+            editor = RawClient(reader, writer)
+            editor.send({"id": 0, "method": "initialize", "params": {"capabilities": {}}})
+            await editor.response_to(0)
+            editor.send({"method": "initialized", "params": {}})
+            calling = asyncio.create_task(call(agent, "write", "plain_echo"))
+            async with asyncio.timeout(10):
+                while (message := await editor.receive()).get("method") != "mcphost/permissionRequest":
+                    pass
+            editor.send({"id": message["id"], "result": {"decision": "allow"}})
+            writer.close()
+            async with asyncio.timeout(10):
+                result = await calling
+            assert not result.is_error, error_of(result)
