@@ -327,7 +327,12 @@ class GrantStore:
 
 def read_always(path: Path) -> list[Grant]:
     grants: list[Grant] = []
-    for entry in read_state(path).get("grants", []):
+    entries = read_state(path).get("grants", [])
+    if not isinstance(entries, list):
+        # A hand edit (`grants = 5`): no grant can be read from it, and none is taken as given.
+        logger.warning("ignoring grants in %s: a %s, not a list of grants", path, type(entries).__name__)
+        entries = []
+    for entry in entries:
         grant = Grant.from_state(entry)
         if grant is None:
             logger.warning("ignoring a malformed grant in %s: %r", path, entry)

@@ -191,9 +191,14 @@ class AgentToolGate:
                 )
             else:
                 authorization = await self.approvals.authorize(loaded, facts)
-        except BaseException:
-            # The hook was killed or timed out while a person was asked: the call is the agent's to drop.
+        except BaseException as exc:
+            # The hook was killed or timed out while a person was asked: the call is the agent's to drop. Or a
+            # fault of mcphost's (a bug, a state file it cannot read): on record as what it is, and the hook blocks.
             record.status = Status.CANCELLED.value
+            if isinstance(exc, Exception):
+                record.status = Status.ERROR.value
+                failed = f"mcphost failed to decide the call: {type(exc).__name__}: {exc}"
+                record.error = ErrorInfo(code=ErrorCode.UPSTREAM_ERROR.value, message=failed)
             record.duration_ms = _ms_since(started)
             record.id, record.timestamp = new_record_id(), utc_now()
             with anyio.CancelScope(shield=True):

@@ -165,6 +165,25 @@ def test_a_fault_inside_the_hook_blocks_the_call_instead_of_a_traceback(
     assert decided["behavior"] == "deny" and "could not decide (RecursionError" in decided["message"]
 
 
+def test_a_fault_while_deciding_is_on_record_as_an_error_not_a_cancellation(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcphost.approval.approvals import Approvals
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("'int' object is not iterable")
+
+    sandbox.write_config('[permissions]\nwrite = "ask"\n')
+    for name, value in sandbox.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(Approvals, "authorize", broken)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload("claude-code/pretooluse-write.json"))))
+    assert hook.run(argparse.Namespace(agent=None, config=None)) == 2
+    assert "could not decide (TypeError" in capsys.readouterr().err
+    [record] = hook_records(sandbox)
+    assert record["status"] == "error" and "TypeError: 'int' object is not iterable" in record["error"]["message"]
+
+
 def test_the_hook_gives_up_on_the_daemon_before_its_agent_gives_up_on_the_hook() -> None:
     # An agent that times its hook out goes on with the call unasked; the fallback needs a moment too.
     assert hook.DAEMON_DEADLINE <= HOOK_TIMEOUT - 10

@@ -5,6 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
 from mcphost.approval.grants import (
     Grant,
     GrantStore,
@@ -113,6 +115,14 @@ def test_other_state_survives_grant_changes(tmp_path: Path) -> None:
 def test_a_malformed_grant_in_the_file_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "state.toml"
     path.write_text('[[grants]]\nserver = "todo"\n', encoding="utf-8")
+    assert GrantStore(path).all() == []
+
+
+@pytest.mark.parametrize("value", ["5", '"all"', '{ server = "todo" }'])
+def test_grants_that_are_not_a_list_are_ignored_not_a_crash(tmp_path: Path, value: str) -> None:
+    # A hand edit: the hook read it on every tool call, and fell over (TypeError) before deciding.
+    path = tmp_path / "state.toml"
+    path.write_text(f"grants = {value}\n", encoding="utf-8")
     assert GrantStore(path).all() == []
 
 
