@@ -24,6 +24,7 @@ from mcphost.serve.hook import (
     HookAnswer,
     HookInputError,
     HookRequest,
+    as_far_as_read,
     blocked,
     handled,
     parse_payload,
@@ -81,11 +82,12 @@ def _run(args: argparse.Namespace, read: list[HookRequest]) -> int:
     try:
         raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     except OSError as exc:
-        return _answer(blocked(f"mcphost hook: cannot read the payload: {exc}"))
+        return _answer(blocked(f"mcphost hook: cannot read the payload: {exc}", as_far_as_read(None, args.agent)))
     try:
         request = parse_payload(raw, args.agent)
     except HookInputError as exc:
-        return _answer(blocked(f"mcphost hook: {exc}; the call is blocked"))
+        readable = as_far_as_read(raw if len(raw) <= MAX_PAYLOAD_BYTES else None, args.agent)
+        return _answer(blocked(f"mcphost hook: {exc}; the call is blocked", readable))
     read.append(request)
     if not handled(request):
         return 0

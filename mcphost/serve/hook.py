@@ -108,6 +108,27 @@ def parse_payload(raw: bytes, agent: str | None = None) -> HookRequest:
     )
 
 
+def as_far_as_read(raw: bytes | None, agent: str | None) -> HookRequest | None:
+    """For a payload `parse_payload` refused: its agent and event, as far as they can be read, so that its block is
+    said in the words that agent reads (Copilot CLI and a PermissionRequest read no exit code). None when nothing
+    says the block needs more than exit 2."""
+    payload: Any = None
+    if raw is not None:
+        try:
+            payload = json.loads(raw)
+        except (ValueError, RecursionError):
+            payload = None
+    fields = payload if isinstance(payload, dict) else {}
+    dialect = agent or (detect_dialect(fields) if fields else None)
+    camel = "toolName" in fields or "toolArgs" in fields or (dialect == "copilot-cli" and "tool_name" not in fields)
+    event = fields.get("hookEventName") or fields.get("hook_event_name") or PRE_TOOL_USE
+    event = _EVENTS.get(str(event).lower(), str(event))
+    if dialect is None or not (camel or dialect == "copilot-cli" or event == PERMISSION_REQUEST):
+        return None
+    use = AgentToolUse(agent=dialect, event=event, tool_name="", tool_input={})
+    return HookRequest(dialect=dialect, event=event, use=use, camel_case=camel)
+
+
 def handled(request: HookRequest) -> bool:
     """Whether mcphost has a say in this event (other events get no answer: the agent goes on)."""
     return request.event in (PRE_TOOL_USE, PERMISSION_REQUEST)
@@ -156,7 +177,9 @@ def blocked(reason: str, request: HookRequest | None = None) -> HookAnswer:
     PreToolUse in Claude Code, VS Code and Codex; a PermissionRequest and Copilot CLI's hooks ignore exit codes, so
     they are printed a deny."""
     reason = reason[:MAX_REASON_CHARS]
-    if request is not None and (request.camel_case or request.event == PERMISSION_REQUEST):
+    if request is not None and (
+        request.camel_case or request.dialect == "copilot-cli" or request.event == PERMISSION_REQUEST
+    ):
         return render(request, "deny", reason)
     return HookAnswer(stderr=reason + "\n", exit_code=2)
 

@@ -146,6 +146,32 @@ async def test_through_a_daemon_a_payload_that_cannot_be_recorded_is_refused_on_
     assert all(b"deciding from the config file" not in r.stderr for r in results.values())
 
 
+@pytest.mark.parametrize(
+    ("agent", "body", "where"),
+    [
+        ("copilot-cli", b'{"toolName": "bash", "toolArgs": "[\\"rm -rf /\\"]", "timestamp": 1}', "top"),
+        ("copilot-cli", b'{"timestamp": 1, "toolName": "bash", "toolArgs": {"command": "rm -rf /"},', "top"),
+        ("copilot-cli", b"", "top"),
+        ("copilot-cli", b'{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "x"}', "pre"),
+        ("claude-code", b'{"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": "x"}', "asked"),
+        ("codex", b'{"hook_event_name": "PermissionRequest", "tool_input": {}}', "asked"),
+    ],
+)
+def test_an_unreadable_payload_is_blocked_in_words_its_agent_reads(
+    sandbox: Sandbox, agent: str, body: bytes, where: str
+) -> None:
+    # Copilot CLI reads no exit code, nor does any agent for a PermissionRequest: exit 2 alone let these through.
+    result = run_hook(sandbox, body, "--agent", agent)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    if where == "top":
+        assert answer["permissionDecision"] == "deny" and "blocked" in answer["permissionDecisionReason"]
+    elif where == "pre":
+        assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    else:
+        assert answer["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+
+
 def test_a_fault_inside_the_hook_blocks_the_call_instead_of_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
