@@ -23,7 +23,7 @@ from pytest_lsp.client import register_lsp_features
 from mcphost.editor import protocol as p
 from mcphost.editor.connection import dict_converter
 from tests.editor.support import SOON, assert_ok, call
-from tests.helpers import Sandbox, http_agent
+from tests.helpers import Sandbox, http_agent, poll
 
 # pytest-lsp starts the server before any fixture of ours runs, from a config made at import: the sandbox for
 # these daemons is named here, made by the client factory just before a daemon starts, and removed when the
@@ -142,6 +142,8 @@ async def test_the_spawning_editor_sees_status_and_answers_prompts_over_stdio(cl
     assert status.pid == client._server.pid
     assert status.mcp.url is not None and status.mcp.url.startswith("http://127.0.0.1:")
     assert [(e.name, e.transport) for e in status.editors] == [("stdio-editor 1", "stdio")]
+    # The editor channel answers from the start; the discovery file appears once the agents' endpoint is up.
+    await poll(discovery_file(status.pid).exists, "the discovery file")
     info = json.loads(discovery_file(status.pid).read_text(encoding="utf-8"))
     assert info["mcp"]["url"] == status.mcp.url
 
@@ -160,7 +162,8 @@ async def test_closing_the_stdio_session_ends_the_daemon_and_stdout_carries_only
     server = client._server
     assert server is not None
     await client.protocol.send_request_async(p.STATUS, None)
-    assert discovery_file(server.pid).exists() and server.returncode is None
+    await poll(discovery_file(server.pid).exists, "the discovery file")
+    assert server.returncode is None
 
     with anyio.fail_after(SOON):
         await client.shutdown_session()  # shutdown, exit; then waits for the process to end
