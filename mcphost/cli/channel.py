@@ -55,6 +55,10 @@ class EditorChannel:
     def close(self) -> None:
         self._sock.close()
 
+    def extend(self, deadline: float) -> None:
+        """What follows may take until `deadline`."""
+        self._deadline = deadline
+
     def _remaining(self) -> float:
         left = self._deadline - time.monotonic()
         if left <= 0:
@@ -139,7 +143,9 @@ def ask(info: dict[str, Any], name: str, method: str, params: Any = None, timeou
     path = Path(str(info["editor_socket"]))
     if not socket_is_ours(path):
         raise NoDaemon(f"{path} is not an editor socket owned by you and closed to others; refusing to attach")
-    deadline = time.monotonic() + timeout
+    # Attaching does no work in the daemon: one that does not attach in ASK_TIMEOUT is stopped or hung, however long
+    # the question itself may take (a hook's waits for a person).
+    deadline = time.monotonic() + min(timeout, ASK_TIMEOUT)
     try:
         channel = EditorChannel(path, deadline)
     except OSError as exc:
@@ -157,6 +163,7 @@ def ask(info: dict[str, Any], name: str, method: str, params: Any = None, timeou
             },
         )
         channel.notify("initialized", {})
+        channel.extend(time.monotonic() + timeout)
         result = channel.request(method, params)
         with contextlib.suppress(OSError, ChannelError):
             # Detach as an editor does; the answer is in hand whatever happens now.

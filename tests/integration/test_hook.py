@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,21 @@ async def test_with_a_daemon_the_person_decides_in_the_editor(sandbox: Sandbox) 
         assert decision(result) == "ask"
     statuses = [(r["status"], r["decision"]["by"]) for r in hook_records(sandbox)]
     assert statuses == [("allowed", "editor"), ("denied", "editor"), ("asked", "agent")]
+
+
+async def test_a_stopped_daemon_costs_a_hook_seconds_not_its_agents_timeout(sandbox: Sandbox) -> None:
+    # Copilot CLI gives a hook 30 s by default, then runs the call: attaching must not wait as long as a person may.
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    async with daemon(sandbox) as d:
+        d.process.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            result = await anyio.to_thread.run_sync(run_hook, sandbox, payload("claude-code/pretooluse-read.json"))
+            took = time.monotonic() - started
+        finally:
+            d.process.send_signal(signal.SIGCONT)
+    assert decision(result) == "allow"
+    assert b"deciding from the config file" in result.stderr and took < 20, (took, result.stderr)
 
 
 async def test_a_hook_ended_by_its_agent_withdraws_its_prompt(sandbox: Sandbox) -> None:
