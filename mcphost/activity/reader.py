@@ -542,6 +542,21 @@ class Follower:
     def _read_new(self) -> list[Record]:
         assert self._fd is not None
         self._check_appended_only()
+        held = self._anchor + self._partial
+        held_at = self._offset - len(held)
+        out = self._read_on()
+        if held and not self._still_there(held, held_at):
+            # Cut between the check and the read (emptied and written again meanwhile): what was read from the old
+            # offset is the tail of other records. Read the file from its start instead.
+            self._offset, self._partial, self._anchor = 0, b"", b""
+            if self._on_cut is not None:
+                self._on_cut(self.path)
+            out = self._read_on()
+        return out
+
+    def _read_on(self) -> list[Record]:
+        """The records from the offset to the end of the file, the line held completed."""
+        assert self._fd is not None
         out: list[Record] = []
         while True:
             chunk = os.pread(self._fd, BLOCK, self._offset)

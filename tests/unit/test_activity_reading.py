@@ -411,6 +411,28 @@ def test_a_follower_notices_a_log_emptied_in_place_and_reads_it_from_its_start(t
     follower.close()
 
 
+def test_a_log_emptied_between_the_followers_check_and_its_read_is_read_from_its_start(tmp_path: Path) -> None:
+    # The follower stopped (SIGSTOP, a busy machine) right after it found its anchor in place: by its read, the file
+    # was emptied and written again past its offset. Read from the old offset, it printed only the last records.
+    path = tmp_path / "activity.jsonl"
+    write(path, [call("read", i) for i in range(3)])
+    _, position = tail(path, 3, lambda r: True)
+    cuts: list[Path] = []
+    follower = Follower(path, position, on_cut=cuts.append)
+    fresh = [call("write", i, tool=f"new{i}") for i in range(5)]
+    checked = follower._check_appended_only
+
+    def check_then_cut() -> None:
+        checked()
+        path.write_bytes(b"")
+        write(path, fresh)
+
+    follower._check_appended_only = check_then_cut  # type: ignore[method-assign]
+    assert [r["id"] for r in follower.poll()] == [r["id"] for r in fresh]
+    assert cuts == [path]
+    follower.close()
+
+
 def test_a_log_emptied_between_the_tail_and_the_follower_is_noticed_too(tmp_path: Path) -> None:
     path = tmp_path / "activity.jsonl"
     write(path, [call("read", i) for i in range(3)])
