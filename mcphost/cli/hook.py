@@ -9,8 +9,12 @@ goes wrong, the call is blocked, never let through unasked.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -109,7 +113,32 @@ def decide(use: AgentToolUse, config: str | None) -> dict[str, Any]:
         return verdict
     import anyio
 
-    return anyio.run(in_process, use, config)
+    with _within(IN_PROCESS_DEADLINE):
+        return anyio.run(in_process, use, config)
+
+
+# Deciding from the config file asks nobody: it takes well under a second. Past this, something holds it (a process
+# stopped while it held the activity log's lock), and the agent would time the hook out and run the call unasked.
+IN_PROCESS_DEADLINE = 20
+
+
+@contextlib.contextmanager
+def _within(seconds: int) -> Iterator[None]:
+    """Raise HookFailure if the block takes longer than `seconds`: SIGALRM breaks even a blocking lock wait."""
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def late(signum: int, frame: object) -> None:
+        raise HookFailure(f"deciding from the config file took over {seconds} s (is the activity log locked?)")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEMON_DEADLINE) -> dict[str, Any] | None:

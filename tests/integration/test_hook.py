@@ -211,6 +211,28 @@ def test_a_fault_while_deciding_is_on_record_as_an_error_not_a_cancellation(
     assert record["status"] == "error" and "TypeError: 'int' object is not iterable" in record["error"]["message"]
 
 
+def test_a_decision_held_up_by_a_locked_log_is_blocked_before_the_agent_gives_up(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A process stopped while it held the activity log's lock: the hook waited on it until its agent timed it out,
+    # and the agent then ran the call unasked.
+    import fcntl
+
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    for name, value in sandbox.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(hook, "IN_PROCESS_DEADLINE", 1)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload("claude-code/pretooluse-read.json"))))
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    held = os.open(sandbox.log, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert hook.run(argparse.Namespace(agent=None, config=None)) == 2
+    finally:
+        os.close(held)
+    assert "took over 1 s (is the activity log locked?); the call is blocked" in capsys.readouterr().err
+
+
 def test_the_hook_gives_up_on_the_daemon_before_its_agent_gives_up_on_the_hook() -> None:
     # An agent that times its hook out goes on with the call unasked; the fallback needs a moment too.
     assert hook.DAEMON_DEADLINE <= HOOK_TIMEOUT - 10
