@@ -312,6 +312,16 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
         return None
 
 
+def editor_socket_name(pid: int) -> str:
+    """The editor channel's socket of daemon `pid`, in the runtime dir (or a private temp dir when that is too long)."""
+    return f"daemon-{pid}.sock"
+
+
+def agent_socket_name(pid: int) -> str:
+    """The socket relays (`mcphost mcp`) hand their agents to, of daemon `pid`; where the editor's is."""
+    return f"daemon-{pid}.mcp.sock"
+
+
 def _clean_after(info: dict[str, Any]) -> None:
     """A killed daemon leaves its sockets behind too (the editor's, the relays'); remove them (and their private
     dir, if they had one). Only where and by the names a daemon of that pid binds them: the file is not trusted to
@@ -319,7 +329,7 @@ def _clean_after(info: dict[str, Any]) -> None:
     import tempfile
 
     pid, relay = info["pid"], info.get("relay")
-    names = (f"daemon-{pid}.sock", f"daemon-{pid}.mcp.sock")
+    names = (editor_socket_name(pid), agent_socket_name(pid))
     for socket_path in (info.get("editor_socket"), relay.get("socket") if isinstance(relay, dict) else None):
         if not isinstance(socket_path, str):
             continue

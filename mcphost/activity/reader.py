@@ -88,6 +88,19 @@ def looked_over(value: Any, at_most: int = LOOK_OVER_AT_MOST) -> tuple[bool, int
     return False, deepest
 
 
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether JSON `value` holds containers nested `limit` deep or deeper (the value itself is one level). Iterative:
+    no message can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def loads_exact(data: bytes) -> Any:
     """`data`'s JSON with every digit kept: orjson reads it, unless it may hold an integer orjson would round or holds
     what orjson refuses (NaN, a lone surrogate's escape); then Python's parser. Raises ValueError (or RecursionError)

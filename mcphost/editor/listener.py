@@ -14,6 +14,7 @@ from typing import Any
 
 from pygls.io_ import StdinAsyncReader, StdoutWriter
 
+from mcphost import discovery
 from mcphost.editor.connection import EditorConnection, SocketWriter
 from mcphost.editor.hub import EditorHub
 from mcphost.paths import ensure_private_dir, runtime_dir
@@ -32,7 +33,8 @@ async def listening(hub: EditorHub) -> AsyncIterator[Path]:
         await connection.serve(reader, SocketWriter(writer))
 
     directory = ensure_private_dir(runtime_dir())
-    async with owner_only_socket(directory, f"daemon-{os.getpid()}.sock", serve_client, "editor channel") as path:
+    name = discovery.editor_socket_name(os.getpid())
+    async with owner_only_socket(directory, name, serve_client, "editor channel") as path:
         hub.socket_path = path
         try:
             yield path

@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 
+from mcphost import discovery
 from mcphost.activity.reader import loads_exact
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
@@ -97,7 +98,7 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
             writer.close()
 
     directory = ensure_private_dir(runtime_dir())
-    name = f"daemon-{os.getpid()}.mcp.sock"
+    name = discovery.agent_socket_name(os.getpid())
     async with owner_only_fd_socket(directory, name, serve_session, "agent socket") as path:
         try:
             yield path

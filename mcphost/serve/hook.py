@@ -81,11 +81,9 @@ def parse_payload(raw: bytes, agent: str | None = None) -> HookRequest:
                 tool_input = json.loads(tool_input) if tool_input.strip() else {}
             except (ValueError, RecursionError):
                 tool_input = {"arguments": tool_input}
-        event = str(payload.get("hookEventName") or PRE_TOOL_USE)
     else:
         name, tool_input = payload.get("tool_name"), payload.get("tool_input", {})
-        event = str(payload.get("hook_event_name") or payload.get("hookEventName") or PRE_TOOL_USE)
-    event = _EVENTS.get(event.lower(), event)
+    event = _event_of(payload, camel)
     if not isinstance(name, str) or not name:
         raise HookInputError("the hook payload names no tool (tool_name)")
     if tool_input is None:
@@ -111,7 +109,7 @@ def parse_payload(raw: bytes, agent: str | None = None) -> HookRequest:
 def as_far_as_read(raw: bytes | None, agent: str | None) -> HookRequest | None:
     """For a payload `parse_payload` refused: its agent and event, as far as they can be read, so that its block is
     said in the words that agent reads (Copilot CLI and a PermissionRequest read no exit code). None when nothing
-    says the block needs more than exit 2."""
+    tells the agent."""
     payload: Any = None
     if raw is not None:
         try:
@@ -120,13 +118,19 @@ def as_far_as_read(raw: bytes | None, agent: str | None) -> HookRequest | None:
             payload = None
     fields = payload if isinstance(payload, dict) else {}
     dialect = agent or (detect_dialect(fields) if fields else None)
-    camel = "toolName" in fields or "toolArgs" in fields or (dialect == "copilot-cli" and "tool_name" not in fields)
-    event = fields.get("hookEventName") or fields.get("hook_event_name") or PRE_TOOL_USE
-    event = _EVENTS.get(str(event).lower(), str(event))
-    if dialect is None or not (camel or dialect == "copilot-cli" or event == PERMISSION_REQUEST):
+    if dialect is None:
         return None
+    camel = "toolName" in fields or "toolArgs" in fields or (dialect == "copilot-cli" and "tool_name" not in fields)
+    event = _event_of(fields, camel)
     use = AgentToolUse(agent=dialect, event=event, tool_name="", tool_input={})
     return HookRequest(dialect=dialect, event=event, use=use, camel_case=camel)
+
+
+def _event_of(payload: dict[str, Any], camel: bool) -> str:
+    """The hook's event, as mcphost names it (PreToolUse when none is given)."""
+    named = payload.get("hookEventName") if camel else payload.get("hook_event_name") or payload.get("hookEventName")
+    event = str(named or PRE_TOOL_USE)
+    return _EVENTS.get(event.lower(), event)
 
 
 def handled(request: HookRequest) -> bool:

@@ -38,7 +38,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from mcphost.activity.reader import LOOK_OVER_FROM, looked_over, may_hold_wide_int, opening_brackets
+from mcphost.activity.reader import LOOK_OVER_FROM, looked_over, may_hold_wide_int, nests_deeper, opening_brackets
 from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, id_key, is_pipe_or_socket, pipe_streams, valid_id
 
 logger = logging.getLogger(__name__)
@@ -130,19 +130,6 @@ def shortcut_message(data: bytes) -> dict[str, Any] | None:
     if opening_brackets(data) >= PARSER_DEPTH and nests_deeper(message, PARSER_DEPTH):
         return None
     return message
-
-
-def nests_deeper(value: Any, limit: int) -> bool:
-    """Whether JSON `value` holds containers nested `limit` deep or deeper (the value itself is one level). Iterative:
-    no message can exhaust the stack."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth >= limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 class Unanswered:

@@ -33,13 +33,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
 from mcphost import __version__
-from mcphost.activity.reader import looked_over, opening_brackets
+from mcphost.activity.reader import looked_over, nests_deeper, opening_brackets
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
 from mcphost.pipes import encoded, json_size
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
-from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, nests_deeper, tool_problem
+from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
 from mcphost.upstream.spawn import EarlyStarts, Launch, own_env
 from mcphost.upstream.stdio import LaneClosed, NotJsonRpc, RawLane, stdio_transport
 
@@ -234,7 +234,7 @@ def too_deep(data: Any) -> bool:
     written = encoded(data)
     if written is not None and opening_brackets(written) <= MAX_RESULT_DEPTH:
         return False
-    return nests_deeper(data, MAX_RESULT_DEPTH)
+    return nests_deeper(data, MAX_RESULT_DEPTH + 1)
 
 
 # A text this long or longer is kept written (`ToolResult.json_size`); a shorter one costs less to write again than

@@ -25,6 +25,7 @@ from mcp.shared.message import SessionMessage
 from pydantic_core import to_json
 
 from mcphost.console import safe
+from mcphost.pipes import json_size
 from mcphost.upstream.screening import page_is_valid, screen_page
 
 logger = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ def _json_size(value: Any) -> int:
         return len(to_json(value))
     except ValueError:  # nested past pydantic's serializer's limit (a tools/list page screening then drops)
         try:
-            return len(json.dumps(value, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+            return json_size(value)
         except (ValueError, RecursionError):
             return 0
 

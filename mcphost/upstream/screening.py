@@ -15,6 +15,7 @@ from mcp_types import methods
 from pydantic import ValidationError
 from pydantic_core import to_json
 
+from mcphost.activity.reader import nests_deeper
 from mcphost.console import safe
 
 # SEP-986: tool names SHOULD be 1 to 128 characters.
@@ -64,7 +65,7 @@ def _validate(result: dict[str, Any], version: str | None) -> None:
 
 def protocol_problem(raw: Any, version: str | None) -> str | None:
     """Why the SDK would reject this raw tool (and with it the whole page), or None."""
-    if nests_deeper(raw, MAX_TOOL_DEPTH):
+    if nests_deeper(raw, MAX_TOOL_DEPTH + 1):
         return f"the tool's definition nests deeper than {MAX_TOOL_DEPTH} levels"
     try:
         _validate({"tools": [raw]}, version)
@@ -73,18 +74,6 @@ def protocol_problem(raw: Any, version: str | None) -> str | None:
     except (ValueError, RecursionError) as exc:  # what the SDK's models meet besides a shape they refuse
         return safe(f"the SDK cannot read it ({exc})", 300)
     return None
-
-
-def nests_deeper(value: Any, limit: int) -> bool:
-    """Whether `value`'s objects and arrays nest more than `limit` levels (`value` itself one). Iterative."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 def screen_page(tools: list[Any], version: str | None) -> tuple[list[Any], list[Dropped]]:
@@ -103,7 +92,7 @@ def screen_page(tools: list[Any], version: str | None) -> tuple[list[Any], list[
 def page_is_valid(result: dict[str, Any], version: str | None) -> bool:
     """The common case, one check for the whole page: only a page that fails is screened tool by tool."""
     tools = result.get("tools")
-    if isinstance(tools, list) and nests_deeper(tools, MAX_TOOL_DEPTH + 1):
+    if isinstance(tools, list) and nests_deeper(tools, MAX_TOOL_DEPTH + 2):  # the page's list is one level
         return False
     try:
         _validate(result, version)

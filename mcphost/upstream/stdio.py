@@ -30,12 +30,11 @@ import orjson
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
-from mcphost.activity.reader import loads_exact
+from mcphost.activity.reader import loads_exact, nests_deeper
 from mcphost.console import safe
 from mcphost.pipes import dump_line, offered, read_in_chunks
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
-from mcphost.upstream.screening import nests_deeper
 from mcphost.upstream.spawn import Launch, Spawned, TappedProtocol, spawn, stop_process_group
 
 logger = logging.getLogger(__name__)
@@ -119,6 +118,10 @@ def parse_line(line: bytes) -> SessionMessage | Exception:
         return NotJsonRpc(str(exc))
 
 
+# A response nesting this deep or deeper may be one pydantic's parser refused for its depth alone.
+_DEEP = 65
+
+
 def _deep_response(line: bytes) -> SessionMessage | None:
     """A response nested deeper than pydantic's parser goes (its recursion limit), taken as it is: the guard screens
     a tools/list page (a tool nested too deep is dropped, the rest served) and the session refuses any other answer
@@ -130,7 +133,7 @@ def _deep_response(line: bytes) -> SessionMessage | None:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("result"), dict):
         return None
     request_id = message.get("id")
-    if not isinstance(request_id, int | str) or isinstance(request_id, bool) or not nests_deeper(message, 64):
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool) or not nests_deeper(message, _DEEP):
         return None  # malformed in some other way
     return SessionMessage(types.JSONRPCResponse.model_construct(jsonrpc="2.0", id=request_id, result=message["result"]))
 

@@ -118,6 +118,21 @@ async def test_upstream_errors_and_warnings_reach_stderr(sandbox: Sandbox) -> No
     assert "mcphost: UPSTREAM_ERROR: " in crashed.stderr and "probe" in crashed.stderr
 
 
+def a_write_from_the_terminal(box: Sandbox) -> subprocess.Popen[str]:
+    """`mcphost call tool-write` started as a person's terminal starts it (Popen only forks: wait in a thread)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mcphost", "call", "tool-write", "probe:plain_echo", "--args", '{"text": "x"}'],
+        env={**os.environ, **box.env()},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell that runs the suite in the background hands its children SIGINT ignored, and Python keeps it so:
+        # the terminal's Ctrl-C these tests stand for is a default handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 @pytest.mark.parametrize(
     ("signum", "said", "code"),
     [
@@ -135,18 +150,7 @@ async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
 ) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        # Popen only forks; the waiting below is in a thread.
-        process = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-m", "mcphost", "call", "tool-write", "probe:plain_echo", "--args", '{"text": "x"}'],
-            env={**os.environ, **sandbox.env()},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            # A shell that runs the suite in the background hands its children SIGINT ignored, and Python keeps
-            # it so: the terminal's Ctrl-C this test stands for is a default handler.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+        process = a_write_from_the_terminal(sandbox)
         try:
             async with asyncio.timeout(30):
                 await ed.prompted.wait()
@@ -171,15 +175,7 @@ async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
 async def test_a_call_cut_short_while_the_daemon_is_stopped_is_withdrawn_once_it_runs_again(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        process = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-m", "mcphost", "call", "tool-write", "probe:plain_echo", "--args", '{"text": "x"}'],
-            env={**os.environ, **sandbox.env()},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+        process = a_write_from_the_terminal(sandbox)
         try:
             async with asyncio.timeout(30):
                 await ed.prompted.wait()
