@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,13 @@ _Listener = Callable[[Payload], None]
 _Live = tuple[int, int, int]
 # Records kept in memory while the disk refuses them (full, read-only); written first once it accepts again.
 BACKLOG_LIMIT = 10_000
+# How long a writer waits for another process to let go of the live file's lock. A holder keeps it for one write,
+# or a rotation's fsync and renames: milliseconds. One that keeps it longer is stopped (Ctrl-Z, a debugger) or
+# wedged, and waiting on would freeze this process (the daemon writes on its event loop) with nothing on record.
+LOCK_WAIT_S = 3.0
+# Once the lock was found held that long, later records only look (the log counts as failing meanwhile): every
+# call would otherwise wait the whole LOCK_WAIT_S again.
+LOCK_RETRY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +74,9 @@ class ActivityLog:
         self.path = path
         self.settings = settings or LogSettings()
         self.last_error: str | None = None
+        self._remedy: str | None = None  # what the person can do about last_error
         self._fd: int | None = None
+        self._lock_stuck = False  # the last wait for the live file's lock ran out (LOCK_RETRY_S until it is had)
         # (device, inode, size) of the live file as this process left it, ending on a line of its own: while the
         # file is still so, the next record needs no look at the byte before it (a syscall every record).
         self._end: _Live | None = None
@@ -93,6 +103,11 @@ class ActivityLog:
         self.settings = settings
 
     @property
+    def remedy(self) -> str:
+        """What the person can do about the log failing, in words that follow a colon ("free space on ...")."""
+        return self._remedy or f"free space on the disk that holds {self.path.parent}, or make {self.path} writable"
+
+    @property
     def backlog(self) -> int:
         return len(self._backlog)
 
@@ -115,7 +130,7 @@ class ActivityLog:
                     seq = self._written
                 if self.last_error is not None:
                     print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
-                    self.last_error = None
+                    self.last_error = self._remedy = None
         if self._listeners:
             payload = _Once(safe_dict)
             for listener in self._listeners:
@@ -212,7 +227,7 @@ class ActivityLog:
             return False
         if self.last_error is not None:
             print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
-            self.last_error = None
+            self.last_error = self._remedy = None
         return True
 
     def amend(self, record: ActivityRecord | CallRecord) -> bool:
@@ -278,7 +293,7 @@ class ActivityLog:
         fd, and the file as it is under the lock."""
         for _ in range(100):
             fd = self._open()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._flock(fd)
             try:
                 current = os.stat(self._path)  # noqa: PTH116 (a Path's own stat costs more, every record)
             except FileNotFoundError:
@@ -289,6 +304,33 @@ class ActivityLog:
             fcntl.flock(fd, fcntl.LOCK_UN)
             self._close_fd()
         raise OSError(errno.EAGAIN, "the activity log keeps changing under us (rotated by another process)")
+
+    def _flock(self, fd: int) -> None:
+        """Take the exclusive lock on `fd`, waiting at most LOCK_WAIT_S for another process to let go of it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            self._lock_stuck = False
+            return
+        waited = LOCK_RETRY_S if self._lock_stuck else LOCK_WAIT_S
+        deadline = time.monotonic() + waited
+        # flock(2) has no timeout: look again with a growing pause (a holder's write takes microseconds; a rotation
+        # by another process, a few milliseconds).
+        pause = 0.00005
+        while True:
+            time.sleep(pause)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    self._lock_stuck = True
+                    raise LockHeld(fd, waited) from None
+                pause = min(pause * 2, 0.005)
+            else:
+                self._lock_stuck = False
+                return
 
     def _open(self) -> int:
         if self._fd is None:
@@ -338,13 +380,14 @@ class ActivityLog:
     # ---- failures
 
     def _report(self, exc: OSError, *, close: bool = True) -> None:
+        if isinstance(exc, LockHeld):
+            self._remedy = exc.remedy
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            self._remedy = f"free space on the disk that holds {self.path.parent}"
+        else:
+            self._remedy = f"make {self.path} a file this user can write (not a directory, not read-only or immutable)"
         if self.settings.on_failure == "refuse":
-            fix = (
-                "free space on its disk"
-                if exc.errno in (errno.ENOSPC, errno.EDQUOT)
-                else "make it a file this user can write (not a directory, not read-only or immutable)"
-            )
-            consequence = f"calls are refused (AUDIT_UNAVAILABLE) until it can be written again: {fix}"
+            consequence = f"calls are refused (AUDIT_UNAVAILABLE) until it can be written again: {self._remedy}"
         else:
             consequence = (
                 f'calls go on ([log] on_failure = "continue"), their records held in memory (up to {BACKLOG_LIMIT})'
@@ -376,6 +419,51 @@ class ActivityLog:
                 with contextlib.suppress(OSError):
                     os.fdatasync(self._fd)
             self._close_fd()
+
+
+class LockHeld(OSError):
+    """Another process holds the live file's lock and has not let go of it within the wait."""
+
+    def __init__(self, fd: int, waited: float) -> None:
+        holder = lock_holder(fd)
+        who = f"process {holder[0]} ({holder[1]})" if holder else "another process"
+        super().__init__(errno.ETIMEDOUT, f"its lock is held by {who}, which has not let go of it for {waited:g} s")
+        self.remedy = (
+            f"resume or end {who} (a process stopped with Ctrl-Z or held in a debugger keeps the lock; "
+            "records are written once it lets go)"
+        )
+
+
+def lock_holder(fd: int) -> tuple[int, str] | None:
+    """The pid and command line of the process holding the flock on `fd`'s file, from /proc/locks (Linux); None
+    when it cannot be told (another system, a holder in another pid namespace)."""
+    try:
+        mine = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:  # noqa: PTH123 (one read)
+            lines = locks.read().splitlines()
+    except OSError:
+        return None
+    wanted = f"{os.major(mine.st_dev):02x}:{os.minor(mine.st_dev):02x}:{mine.st_ino}"
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:56789 0 EOF"; a waiter's line has "->" after the number.
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4].isdigit():
+            pid = int(fields[4])
+            if pid > 0 and pid != os.getpid():
+                return pid, _command_line(pid)
+    return None
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:  # noqa: PTH123 (one read)
+            raw = cmdline.read(4096)
+    except OSError:
+        return "gone by now"
+    words = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    # Another process's words, shown to a person: no control characters, and a line's worth.
+    text = "".join(ch if ch.isprintable() else "?" for ch in words)
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 class _Once:

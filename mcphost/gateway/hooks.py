@@ -231,8 +231,7 @@ class AgentToolGate:
             problem = (self.activity.last_error or f"cannot write {self.activity.path}").split("; ")[0]
             return HookVerdict(
                 DENY,
-                f"mcphost: refused because its record cannot be made durable ({problem}); free space on the disk "
-                f"that holds {self.activity.path.parent}",
+                f"mcphost: refused because its record cannot be made durable ({problem}); {self.activity.remedy}",
                 variant.value,
                 record.id,
             )

@@ -361,7 +361,7 @@ class Gateway:
         return GatewayError(
             ErrorCode.AUDIT_UNAVAILABLE,
             f"{fate} mcphost records every call before it lets it through, and the record cannot be made durable: "
-            f"{problem}. Free space on the disk that holds {self.activity.path.parent} (or make the file writable); "
+            f"{problem}. {_capitalized(self.activity.remedy)}; "
             f'calls resume by themselves. [log] on_failure = "continue" in {loaded.path} lets calls run meanwhile, '
             "their records kept in memory.",
             {"log": str(self.activity.path), "forwarded": forwarded},
@@ -506,6 +506,10 @@ class _Progress:
         except Exception as exc:  # a bug must cost the record its arguments, never the call its record
             logger.exception("the arguments of a call could not be captured")
             record.arguments, record.arguments_preview = None, f"[not recordable: {type(exc).__name__}]"
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _refuses(loaded: LoadedConfig) -> bool:

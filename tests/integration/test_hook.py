@@ -246,7 +246,16 @@ def test_a_full_disk_is_a_deny_not_a_silent_pass(sandbox: Sandbox) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n')
     result = run_hook(sandbox, payload("claude-code/pretooluse-read.json"))
     assert decision(result) == "deny"
-    assert b"cannot be made durable" in result.stdout
+    assert b"cannot be made durable" in result.stdout and b"free space on the disk" in result.stdout
+
+
+def test_a_log_that_is_a_directory_is_a_deny_that_says_what_would_fix_it(sandbox: Sandbox) -> None:
+    sandbox.log.mkdir(parents=True)
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    result = run_hook(sandbox, payload("claude-code/pretooluse-read.json"))
+    assert decision(result) == "deny"
+    # Freeing space would not help: the reason says what would.
+    assert b"a file this user can write" in result.stdout and b"free space" not in result.stdout
 
 
 async def test_with_a_daemon_the_person_decides_in_the_editor(sandbox: Sandbox) -> None:

@@ -4,7 +4,11 @@ cancelled, a write is on record before the upstream sees it, and a log that cann
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +268,61 @@ def _ctx() -> Any:
     from mcphost.gateway.service import CallContext
 
     return CallContext(session_id="s", client="pytest")
+
+
+@contextlib.contextmanager
+def lock_held_by_another_process(log: Path) -> Iterator[subprocess.Popen[str]]:
+    """A process that takes the activity log's flock and keeps it until told to let go (a stopped `mcphost mcp`
+    caught mid-write would do the same)."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+            str(log),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+
+
+async def test_a_log_locked_by_a_process_that_does_not_let_go_refuses_calls_and_names_that_process(
+    in_process: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcphost.activity import writer
+
+    started, gate = gate_files(tmp_path)
+    gate.touch()
+    monkeypatch.setattr(writer, "LOCK_WAIT_S", 0.2)
+    async with in_process(SLOW_AS_WRITE) as env:
+        with lock_held_by_another_process(env.box.log) as holder:
+            first = await slow_write(env, started, gate)
+            # Once the lock was found held, a call does not wait the whole time again: this one would hang here.
+            monkeypatch.setattr(writer, "LOCK_WAIT_S", 3600.0)
+            second = await env.call(READ, "probe:read_notes", args={"text": "x"})
+            assert not started.exists(), "a write ran while its record could not be written"
+        third = await env.call(READ, "probe:read_notes", args={"text": "y"})
+    for refused in (first, second):
+        assert refused.error is not None and refused.error.code is ErrorCode.AUDIT_UNAVAILABLE
+        message = refused.error.message
+        assert "not forwarded" in message and f"process {holder.pid}" in message and "Resume or end" in message
+        assert "Free space" not in message
+    assert third.error is None
+    # Nothing lost: the refused calls' records, held meanwhile, are written once the holder lets go.
+    assert [(r["tool"], r["status"]) for r in env.records()] == [
+        ("slow", "error"),
+        ("read_notes", "error"),
+        ("read_notes", "success"),
+    ]

@@ -88,7 +88,7 @@ def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pyt
     assert err.count("cannot write the activity log") == 1  # said once, loudly, not once per call
     assert log.last_error is not None
     # Not a full disk: freeing space would not help, and the message says what would.
-    assert "make it a file this user can write" in log.last_error and "free space" not in log.last_error
+    assert "a file this user can write" in log.last_error and "free space" not in log.last_error
 
 
 def test_a_full_disk_is_reported_with_space_to_free(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_a_full_disk_is_reported_with_space_to_free(tmp_path: Path) -> None:
     log.symlink_to("/dev/full")
     writer = ActivityLog(log)
     assert writer.append(ActivityRecord(server="s", tool="t")) is None
-    assert writer.last_error is not None and "free space on its disk" in writer.last_error
+    assert writer.last_error is not None and "free space on the disk that holds" in writer.last_error
 
 
 def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path) -> None:
