@@ -293,6 +293,12 @@ def process_alive(pid: int) -> bool:
     return proc is None or proc[0] not in ("Z", "X")
 
 
+def process_stopped(pid: int) -> bool:
+    """Whether `pid` is stopped (SIGSTOP, Ctrl-Z, a debugger): alive, and answering nobody until it is resumed."""
+    proc = _proc_stat(pid)
+    return proc is not None and proc[0] in ("T", "t")
+
+
 def process_start(pid: int) -> int | None:
     """When `pid` started, in clock ticks since boot (Linux); with the pid, it names one process for good."""
     proc = _proc_stat(pid)

@@ -15,11 +15,12 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mcphost import __version__
-from mcphost.discovery import NoDaemon, same_user, socket_is_ours
+from mcphost.discovery import NoDaemon, process_stopped, same_user, socket_is_ours
 
 # The editor channel's methods, as mcphost.editor.protocol names them (a test keeps them equal): that module
 # carries the pydantic payload models, which a command asking one question does not need.
@@ -30,6 +31,11 @@ CONFIG = "mcphost/config"
 # A daemon that takes longer than this to answer one request from a command is as good as gone.
 ASK_TIMEOUT = 5.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# A question that may wait long (a hook's, for a person) looks at the daemon this often, and gives up on one that
+# stays stopped (SIGSTOP, Ctrl-Z, a debugger) this long: it answers nobody until resumed, and an agent whose hook
+# timeout is shorter than the wait would run the call unasked.
+WATCH_EVERY = 1.0
+STOPPED_GRACE = 5.0
 METHOD_NOT_FOUND = -32601
 
 
@@ -40,8 +46,9 @@ class ChannelError(Exception):
 class EditorChannel:
     """A blocking JSON-RPC client with LSP framing on the daemon's Unix socket, all within one deadline."""
 
-    def __init__(self, path: Path, deadline: float) -> None:
+    def __init__(self, path: Path, deadline: float, watch: Callable[[], None] | None = None) -> None:
         self._deadline = deadline
+        self._watch = watch  # called every WATCH_EVERY s of waiting for the daemon; raises to give up
         self._buffer = b""
         self._ids = itertools.count(1)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -116,8 +123,17 @@ class EditorChannel:
                     if isinstance(message, dict):
                         return message
                     continue
-            self._sock.settimeout(self._remaining())
-            chunk = self._sock.recv(1 << 16)
+            remaining = self._remaining()
+            if self._watch is None:
+                self._sock.settimeout(remaining)
+                chunk = self._sock.recv(1 << 16)
+            else:
+                self._sock.settimeout(min(remaining, WATCH_EVERY))
+                try:
+                    chunk = self._sock.recv(1 << 16)
+                except TimeoutError:
+                    self._watch()
+                    continue
             if not chunk:
                 raise ConnectionError("the daemon closed the editor channel")
             self._buffer += chunk
@@ -147,7 +163,7 @@ def ask(info: dict[str, Any], name: str, method: str, params: Any = None, timeou
     # the question itself may take (a hook's waits for a person).
     deadline = time.monotonic() + min(timeout, ASK_TIMEOUT)
     try:
-        channel = EditorChannel(path, deadline)
+        channel = EditorChannel(path, deadline, _stopped_watch(info.get("pid")))
     except OSError as exc:
         raise NoDaemon(f"cannot attach to the daemon at {path}: {_reason(exc)}") from None
     try:
@@ -175,6 +191,25 @@ def ask(info: dict[str, Any], name: str, method: str, params: Any = None, timeou
         raise NoDaemon(f"daemon {info.get('pid')} did not answer {method}: {reason}") from None
     finally:
         channel.close()
+
+
+def _stopped_watch(pid: Any) -> Callable[[], None] | None:
+    """Raises ChannelError once daemon `pid` has stayed stopped for STOPPED_GRACE."""
+    if type(pid) is not int:
+        return None
+    stopped_since: list[float] = []
+
+    def watch() -> None:
+        if not process_stopped(pid):
+            stopped_since.clear()
+            return
+        now = time.monotonic()
+        if not stopped_since:
+            stopped_since.append(now)
+        elif now - stopped_since[0] >= STOPPED_GRACE:
+            raise ChannelError(f"it has been stopped for {STOPPED_GRACE:g} s (SIGSTOP, Ctrl-Z or a debugger)")
+
+    return watch
 
 
 def _reason(exc: OSError) -> str:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
+import select
 import shlex
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -84,9 +88,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, read: list[HookRequest]) -> int:
     try:
-        raw = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
+        raw = read_payload(sys.stdin.buffer, MAX_PAYLOAD_BYTES + 1, PAYLOAD_DEADLINE)
     except OSError as exc:
         return _answer(blocked(f"mcphost hook: cannot read the payload: {exc}", as_far_as_read(None, args.agent)))
+    except PayloadLate as late:
+        reason = f"mcphost hook: {late}; the call is blocked"
+        return _answer(blocked(reason, as_far_as_read(late.partial, args.agent)))
     try:
         request = parse_payload(raw, args.agent)
     except HookInputError as exc:
@@ -100,6 +107,52 @@ def _run(args: argparse.Namespace, read: list[HookRequest]) -> int:
     except HookFailure as exc:
         return _answer(blocked(f"mcphost hook: {exc}; the call is blocked", request))
     return _answer(render(request, str(verdict.get("decision")), str(verdict.get("reason") or "")))
+
+
+# An agent writes its payload at once. One that leaves stdin open afterwards is read up to the end of the JSON
+# object; one that never finishes it is blocked after this long, before the agent's own hook timeout runs out and the
+# call goes on unasked.
+PAYLOAD_DEADLINE = 10.0
+
+
+class PayloadLate(Exception):
+    def __init__(self, partial: bytes) -> None:
+        super().__init__(f"the hook payload did not end within {PAYLOAD_DEADLINE:g} s ({len(partial)} bytes read)")
+        self.partial = partial
+
+
+def read_payload(stream: Any, limit: int, deadline: float) -> bytes:
+    """Up to `limit` bytes of `stream`: to its end, or to the end of the JSON object it holds when the writer leaves
+    it open. PayloadLate past `deadline` s. A terminal (a person typing) is read to its end, however long."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return bytes(stream.read(limit))
+    if os.isatty(fd) or not hasattr(select, "poll"):
+        return bytes(stream.read(limit))
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    until = time.monotonic() + deadline
+    data = bytearray()
+    while len(data) < limit:
+        left = until - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            raise PayloadLate(bytes(data))
+        chunk = os.read(fd, min(limit - len(data), 1 << 16))
+        if not chunk:
+            break
+        data += chunk
+        if data.rstrip().endswith(b"}") and _whole_json(data):
+            break
+    return bytes(data)
+
+
+def _whole_json(data: bytearray) -> bool:
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):  # too deep to tell: read on, and parse_payload refuses it
+        return False
+    return True
 
 
 class HookFailure(Exception):

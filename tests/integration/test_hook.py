@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,77 @@ async def test_a_stopped_daemon_costs_a_hook_seconds_not_its_agents_timeout(sand
             d.process.send_signal(signal.SIGCONT)
     assert decision(result) == "allow"
     assert b"deciding from the config file" in result.stderr and took < 20, (took, result.stderr)
+
+
+async def test_a_daemon_stopped_while_a_person_is_asked_costs_the_hook_seconds_not_its_agents_timeout(
+    sandbox: Sandbox,
+) -> None:
+    # Attached and asking, the hook may wait as long as a person takes; a daemon that stops answering anyone
+    # (SIGSTOP, a debugger) is given up on in seconds, and the config file decides: the agent's own prompt asks.
+    sandbox.write_config('[permissions]\nwrite = "ask"\n')
+    async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
+        process = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-m", "mcphost", "hook"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **sandbox.env()},
+        )
+        assert process.stdin is not None
+        process.stdin.write(payload("claude-code/pretooluse-write.json"))
+        process.stdin.close()
+        await poll(lambda: ed.prompts, "the prompt")
+        d.process.send_signal(signal.SIGSTOP)
+        try:
+            await anyio.to_thread.run_sync(process.wait, 30)
+        finally:
+            d.process.send_signal(signal.SIGCONT)
+    assert process.stdout is not None and process.stderr is not None
+    out, err = process.stdout.read(), process.stderr.read()
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "ask", err
+    assert b"has been stopped" in err and b"deciding from the config file" in err
+
+
+def test_a_payload_on_stdin_left_open_is_decided_without_waiting_for_its_end(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcphost", "hook"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **sandbox.env()},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    agent_timeout = threading.Timer(AGENT_TIMEOUT, process.kill)
+    agent_timeout.start()
+    try:
+        process.stdin.write(payload("claude-code/pretooluse-read.json"))
+        process.stdin.flush()  # and never closed
+        answer = process.stdout.read()  # until the hook exits
+    finally:
+        agent_timeout.cancel()
+        process.stdin.close()
+        process.wait(10)
+    assert json.loads(answer)["hookSpecificOutput"]["permissionDecision"] == "allow"
+
+
+def test_a_payload_that_never_ends_is_blocked_before_its_agent_gives_up(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    for key, value in sandbox.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(hook, "PAYLOAD_DEADLINE", 0.3)
+    reading, writing = os.pipe()
+    os.write(writing, payload("claude-code/pretooluse-read.json")[:-20])
+    try:
+        with os.fdopen(reading, "rb", buffering=0) as stdin:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+            # Half a payload says no agent for certain: exit 2, the block every agent's PreToolUse hook reads.
+            assert hook.run(argparse.Namespace(agent=None, config=None)) == 2
+    finally:
+        os.close(writing)
+    assert "did not end within 0.3 s" in capsys.readouterr().err
 
 
 async def test_a_hook_ended_by_its_agent_withdraws_its_prompt(sandbox: Sandbox) -> None:
