@@ -48,6 +48,24 @@ def run_hook(box: Sandbox, stdin: bytes, *args: str) -> subprocess.CompletedProc
     )
 
 
+def start_hook(box: Sandbox, stdin: bytes, *, close: bool = True) -> subprocess.Popen[bytes]:
+    """`mcphost hook` as an agent starts it, its payload written; stdin closed after it unless `close` is False."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcphost", "hook"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **box.env()},
+    )
+    assert process.stdin is not None
+    process.stdin.write(stdin)
+    if close:
+        process.stdin.close()
+    else:
+        process.stdin.flush()
+    return process
+
+
 def decision(result: subprocess.CompletedProcess[bytes]) -> str:
     assert result.returncode == 0, result.stderr
     return str(json.loads(result.stdout)["hookSpecificOutput"]["permissionDecision"])
@@ -302,16 +320,7 @@ async def test_a_daemon_stopped_while_a_person_is_asked_costs_the_hook_seconds_n
     # (SIGSTOP, a debugger) is given up on in seconds, and the config file decides: the agent's own prompt asks.
     sandbox.write_config('[permissions]\nwrite = "ask"\n')
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        process = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-m", "mcphost", "hook"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, **sandbox.env()},
-        )
-        assert process.stdin is not None
-        process.stdin.write(payload("claude-code/pretooluse-write.json"))
-        process.stdin.close()
+        process = start_hook(sandbox, payload("claude-code/pretooluse-write.json"))
         await poll(lambda: ed.prompts, "the prompt")
         d.process.send_signal(signal.SIGSTOP)
         try:
@@ -326,19 +335,11 @@ async def test_a_daemon_stopped_while_a_person_is_asked_costs_the_hook_seconds_n
 
 def test_a_payload_on_stdin_left_open_is_decided_without_waiting_for_its_end(sandbox: Sandbox) -> None:
     sandbox.write_config('[permissions]\nread = "allow"\n')
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mcphost", "hook"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **sandbox.env()},
-    )
+    process = start_hook(sandbox, payload("claude-code/pretooluse-read.json"), close=False)
     assert process.stdin is not None and process.stdout is not None
     agent_timeout = threading.Timer(AGENT_TIMEOUT, process.kill)
     agent_timeout.start()
     try:
-        process.stdin.write(payload("claude-code/pretooluse-read.json"))
-        process.stdin.flush()  # and never closed
         answer = process.stdout.read()  # until the hook exits
     finally:
         agent_timeout.cancel()
@@ -369,16 +370,7 @@ def test_a_payload_that_never_ends_is_blocked_before_its_agent_gives_up(
 async def test_a_hook_ended_by_its_agent_withdraws_its_prompt(sandbox: Sandbox) -> None:
     sandbox.write_config('[permissions]\nwrite = "ask"\n')
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        process = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-m", "mcphost", "hook"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, **sandbox.env()},
-        )
-        assert process.stdin is not None
-        process.stdin.write(payload("claude-code/pretooluse-write.json"))
-        process.stdin.close()
+        process = start_hook(sandbox, payload("claude-code/pretooluse-write.json"))
         await poll(lambda: ed.prompts, "the prompt")
         process.send_signal(signal.SIGTERM)  # the agent's timeout
         await anyio.to_thread.run_sync(process.wait, 10)
