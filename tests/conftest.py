@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,13 @@ from tests.helpers import Sandbox
 # COLUMNS) keep every cell whole, as a script reading them wants.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+
+# A test that forgets its sandbox must not read the person's config, attach to their daemon or write to their
+# activity log: every path mcphost takes from the environment points at an empty directory of this run's own.
+_NOWHERE = Path(tempfile.mkdtemp(prefix="mcphost-tests-"))
+os.environ["MCPHOST_CONFIG"] = str(_NOWHERE / "config.toml")
+os.environ["MCPHOST_DATA_DIR"] = str(_NOWHERE / "data")
+os.environ["MCPHOST_RUNTIME_DIR"] = str(_NOWHERE / "run")
 
 
 @pytest.fixture

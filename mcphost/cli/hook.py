@@ -40,6 +40,9 @@ from mcphost.serve.hook import (
 )
 
 INSTALL_AGENTS = ("claude-code", "vscode", "codex")
+# gateway.hooks.ON_RECORD, not imported: that module's start-up would be on every tool call's path (a test keeps
+# the two equal).
+_ON_RECORD = "mcphost: this failure is on record"
 # How long a hook waits for the daemon's answer: less than the timeout it is installed with (agent_settings'
 # HOOK_TIMEOUT, 600 s; not imported, for pydantic's start-up would be on every tool call's path), since an agent
 # that times a hook out goes on with the call unasked. What is left decides from the config file, which is quick.
@@ -83,30 +86,70 @@ def run(args: argparse.Namespace) -> int:
         # A fault of mcphost's own must not let the call through: an agent reads a hook's traceback (exit 1) as "no
         # objection", and a PermissionRequest hook's exit code not at all. Blocked, with what went wrong.
         reason = f"mcphost hook: could not decide ({type(exc).__name__}: {str(exc)[:300]}); the call is blocked"
-        return _answer(blocked(reason, read[0] if read else None))
+        request = read[0] if read else None
+        if _ON_RECORD in getattr(exc, "__notes__", ()):  # the gate recorded it as it failed
+            return _answer(blocked(reason, request))
+        return _block(reason, request, fault=True)
 
 
 def _run(args: argparse.Namespace, read: list[HookRequest]) -> int:
     try:
         raw = read_payload(sys.stdin.buffer, MAX_PAYLOAD_BYTES + 1, PAYLOAD_DEADLINE)
     except OSError as exc:
-        return _answer(blocked(f"mcphost hook: cannot read the payload: {exc}", as_far_as_read(None, args.agent)))
+        return _block(f"mcphost hook: cannot read the payload: {exc}", as_far_as_read(None, args.agent))
     except PayloadLate as late:
-        reason = f"mcphost hook: {late}; the call is blocked"
-        return _answer(blocked(reason, as_far_as_read(late.partial, args.agent)))
+        return _block(f"mcphost hook: {late}; the call is blocked", as_far_as_read(late.partial, args.agent))
     try:
         request = parse_payload(raw, args.agent)
     except HookInputError as exc:
         readable = as_far_as_read(raw if len(raw) <= MAX_PAYLOAD_BYTES else None, args.agent)
-        return _answer(blocked(f"mcphost hook: {exc}; the call is blocked", readable))
+        return _block(f"mcphost hook: {exc}; the call is blocked", readable)
     read.append(request)
     if not handled(request):
         return 0
     try:
         verdict = decide(request.use, args.config)
     except HookFailure as exc:
-        return _answer(blocked(f"mcphost hook: {exc}; the call is blocked", request))
+        return _block(f"mcphost hook: {exc}; the call is blocked", request, fault=True)
     return _answer(render(request, str(verdict.get("decision")), str(verdict.get("reason") or "")))
+
+
+def _block(reason: str, request: HookRequest | None, *, fault: bool = False) -> int:
+    """Block the call, on record: no gate saw it, so no record says it was blocked but this one."""
+    record_block(reason, request, fault=fault)
+    return _answer(blocked(reason, request))
+
+
+def record_block(reason: str, request: HookRequest | None, *, fault: bool) -> None:
+    """Write the block's record to the activity log, durably, within RECORD_DEADLINE; never raises (the call is
+    blocked whatever the disk says, and a failure to record it is said on stderr)."""
+    try:
+        with _within(RECORD_DEADLINE):
+            from mcphost.activity.writer import ActivityLog
+            from mcphost.gateway.hooks import blocked_record
+            from mcphost.paths import activity_log_path
+
+            use = request.use if request is not None else None
+            record = blocked_record(
+                request.dialect if request is not None else None,
+                request.event if request is not None else None,
+                use.tool_name if use is not None else None,
+                reason.removeprefix("mcphost hook: "),
+                fault=fault,
+            )
+            log = ActivityLog(activity_log_path())
+            try:
+                seq = log.append(record)
+                if seq is None or not log.sync_through(seq):
+                    raise OSError(log.last_error or "the activity log cannot be written")
+            finally:
+                log.close()
+    except Exception as exc:
+        print(f"mcphost hook: the block could not be recorded: {str(exc)[:300]}", file=sys.stderr)
+
+
+# Recording a block has no policy to read and nobody to ask: well under a second, unless the log's lock is held.
+RECORD_DEADLINE = 10
 
 
 # An agent writes its payload at once. One that leaves stdin open afterwards is read up to the end of the JSON

@@ -54,6 +54,9 @@ ALLOWED_MEMORY_S = 120.0
 # The MCP annotations of a tool mcphost fronts, as its upstream gives them now (None: not known).
 FindAnnotations = Callable[[str, str], Mapping[str, Any] | None]
 
+# The note on an exception whose call is already on record (see `AgentToolGate.decide`).
+ON_RECORD = "mcphost: this failure is on record"
+
 AGENT_LABELS = {"claude-code": "Claude Code", "vscode": "VS Code", "codex": "Codex", "copilot-cli": "Copilot CLI"}
 
 
@@ -203,6 +206,7 @@ class AgentToolGate:
             record.id, record.timestamp = new_record_id(), utc_now()
             with anyio.CancelScope(shield=True):
                 await self.activity.write(record)
+            exc.add_note(ON_RECORD)  # whoever catches it next must not record the call a second time
             raise
         decision, error = authorization.decision, authorization.error
         record.warnings = list(authorization.warnings)
@@ -236,6 +240,25 @@ class AgentToolGate:
                 record.id,
             )
         return HookVerdict(answer, why, variant.value, record.id)
+
+
+def blocked_record(
+    agent: str | None, event: str | None, tool_name: str | None, reason: str, *, fault: bool
+) -> ActivityRecord:
+    """The record of a hook that blocked before any gate saw the call: its payload could not be read (`fault`
+    False: rejected, as a call with such arguments is), or mcphost could not decide (the config unreadable, a fault
+    of its own: an error). What of the call could be read is kept."""
+    hook = {"agent": agent, "event": event, "tool_name": tool_name, "because": "blocked before it could be judged"}
+    code = ErrorCode.UPSTREAM_ERROR if fault else ErrorCode.INVALID_ARGS
+    return ActivityRecord(
+        type=RecordType.HOOK_DECISION.value,
+        server=agent,
+        tool=tool_name or None,
+        status=(Status.ERROR if fault else Status.REJECTED).value,
+        metadata=RecordMetadata(hook={key: value for key, value in hook.items() if value}),
+        error=ErrorInfo(code=code.value, message=reason),
+        client=f"{AGENT_LABELS.get(agent, agent)} (hook)" if agent else None,
+    )
 
 
 def _check_use(use: AgentToolUse, variant: ToolVariant) -> None:

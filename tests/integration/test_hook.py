@@ -22,6 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from mcphost.cli import hook
 from mcphost.config.agent_settings import HOOK_TIMEOUT
+from mcphost.gateway.hooks import ON_RECORD
 from tests.editor_client import allow, deny, editor, never
 from tests.helpers import Sandbox, daemon, poll, text_of
 
@@ -118,6 +119,19 @@ def test_an_unreadable_payload_or_config_blocks_the_call(sandbox: Sandbox) -> No
     asked = run_hook(sandbox, payload("claude-code/permissionrequest-bash.json"))
     assert asked.returncode == 0
     assert json.loads(asked.stdout)["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+    # No gate saw these calls; each block is on record all the same, with what of the call could be read.
+    garbled, config, permission = hook_records(sandbox)
+    assert (garbled["status"], garbled["error"]["code"]) == ("rejected", "INVALID_ARGS")
+    assert "not JSON" in garbled["error"]["message"] and "tool" not in garbled
+    assert (config["status"], config["error"]["code"]) == ("error", "UPSTREAM_ERROR")
+    assert "config" in config["error"]["message"] and config["tool"] == "Read"
+    assert config["metadata"]["hook"] == {
+        "agent": "claude-code",
+        "event": "PreToolUse",
+        "tool_name": "Read",
+        "because": "blocked before it could be judged",
+    }
+    assert permission["metadata"]["hook"]["event"] == "PermissionRequest" and permission["status"] == "error"
 
 
 def hostile_payloads() -> dict[str, bytes]:
@@ -193,7 +207,7 @@ def test_an_unreadable_payload_is_blocked_in_words_its_agent_reads(
 
 
 def test_a_fault_inside_the_hook_blocks_the_call_instead_of_a_traceback(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # An agent reads a hook's traceback (exit 1) as no objection and runs the call.
     def broken(use: Any, config: Any) -> dict[str, Any]:
@@ -209,6 +223,11 @@ def test_a_fault_inside_the_hook_blocks_the_call_instead_of_a_traceback(
     assert hook.run(argparse.Namespace(agent=None, config=None)) == 0
     decided = json.loads(capsys.readouterr().out)["hookSpecificOutput"]["decision"]
     assert decided["behavior"] == "deny" and "could not decide (RecursionError" in decided["message"]
+    # No gate recorded these: the hook did, as blocks for a fault of mcphost's.
+    assert [(r["status"], r["metadata"]["hook"]["event"]) for r in hook_records(sandbox)] == [
+        ("error", "PreToolUse"),
+        ("error", "PermissionRequest"),
+    ]
 
 
 def test_a_fault_while_deciding_is_on_record_as_an_error_not_a_cancellation(
@@ -226,7 +245,8 @@ def test_a_fault_while_deciding_is_on_record_as_an_error_not_a_cancellation(
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload("claude-code/pretooluse-write.json"))))
     assert hook.run(argparse.Namespace(agent=None, config=None)) == 2
     assert "could not decide (TypeError" in capsys.readouterr().err
-    [record] = hook_records(sandbox)
+    [record] = hook_records(sandbox)  # the gate's, once: the hook knows it is on record (ON_RECORD)
+    assert hook._ON_RECORD == ON_RECORD
     assert record["status"] == "error" and "TypeError: 'int' object is not iterable" in record["error"]["message"]
 
 
