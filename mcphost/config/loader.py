@@ -214,6 +214,21 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     return n
 
 
+def dangling_link(path: Path) -> str | None:
+    """Why `path`, which cannot be opened as there is no such file, is no missing config all the same: a symlink
+    whose target is gone (a dotfiles checkout moved or not mounted). Read as "no config", it put the built-in
+    default in force in place of the person's own policy, without a word. None for a path that is simply absent."""
+    for link in (path, *path.parents):  # the config's own directory may be the link (a dotfiles checkout)
+        try:
+            target = link.readlink()
+        except OSError:
+            continue
+        if not link.exists():
+            named = "it is" if link == path else f"{link} is"
+            return f"{named} a symlink to {target}, which does not exist (restore it, or point the link at the config)"
+    return None
+
+
 def load_config(override: str | Path | None = None, *, default: Callable[[], Config] = Config) -> LoadedConfig:
     """The config in force: the file if it exists, else `default()`, built only when no file exists (the hosts,
     `serve` and `mcp`, pass `mcphost.config.starter.embedded_default`, what `config init` writes; other commands
@@ -222,6 +237,9 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        dangling = dangling_link(path)
+        if dangling is not None:
+            raise ConfigError(path, [ConfigIssue("", dangling)]) from None
         logger.debug("no config file at %s; the built-in default is in force", path)
         return LoadedConfig(default(), path, exists=False)
     except OSError as exc:

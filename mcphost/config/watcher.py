@@ -28,7 +28,7 @@ from pathlib import Path
 import anyio
 
 from mcphost.config import dirwatch
-from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, parse_config_bytes
+from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, dangling_link, parse_config_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,8 @@ def _read(path: Path) -> _Snapshot:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        return None
+        dangling = dangling_link(path)
+        return None if dangling is None else _Unreadable(dangling)
     except OSError as exc:
         return _Unreadable(str(exc.strerror or exc))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mcphost.config import parse_config
 from mcphost.config.diff import diff_configs
 from mcphost.config.state import read_state, write_state
@@ -64,3 +66,21 @@ def test_the_state_file_is_written_whole_private_and_apart_from_the_config(tmp_p
     assert [p.name for p in path.parent.iterdir()] == ["state.toml"], "no temporary file left behind"
     path.write_text("not = [valid", encoding="utf-8")
     assert read_state(path) == {}, "a damaged state file is ignored, not fatal"
+
+
+def test_a_config_symlinked_to_a_file_that_is_gone_is_an_error_not_the_built_in_default(tmp_path: Path) -> None:
+    # Read as "no config", a dotfiles link whose checkout moved put the built-in default in force silently.
+    from mcphost.config import ConfigError, load_config
+
+    path = tmp_path / "config.toml"
+    path.symlink_to(tmp_path / "dotfiles" / "mcphost.toml")
+    with pytest.raises(ConfigError, match=r"symlink to .*dotfiles.*which does not exist"):
+        load_config(path)
+    _, event = read_config_file(path)
+    assert isinstance(event, Rejected) and "which does not exist" in str(event.error)
+    # The config's directory as the link is the same case.
+    linked_dir = tmp_path / "config-dir"
+    linked_dir.symlink_to(tmp_path / "gone")
+    with pytest.raises(ConfigError, match="config-dir is a symlink to"):
+        load_config(linked_dir / "config.toml")
+    assert load_config(tmp_path / "absent.toml").exists is False  # a path that is simply absent stays the default
