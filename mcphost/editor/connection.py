@@ -15,14 +15,14 @@ import logging
 import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cattrs import Converter
 from lsprotocol import converters
 from lsprotocol import types as lsp
 from pydantic import ValidationError
-from pygls.exceptions import JsonRpcInvalidParams
-from pygls.io_ import StdoutWriter, run_async
+from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInvalidParams
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -32,6 +32,8 @@ from mcphost.activity.record import utc_now
 from mcphost.approval.broker import ApproverGone
 from mcphost.approval.prompt import PermissionBatch, PermissionBatchResult, PermissionRequest, PermissionResponse
 from mcphost.editor import protocol as p
+from mcphost.editor import wire
+from mcphost.pipes import READ_CHUNK
 
 if TYPE_CHECKING:
     from mcphost.editor.hub import EditorHub
@@ -40,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 # An editor that stops reading loses activity notifications past this much unsent output, never prompts.
 MAX_BUFFERED_NOTIFICATIONS = 8 * 1024 * 1024
+# Past this much unsent output it is let go: an editor that sends requests and never reads the answers would have the
+# daemon hold them all. Well above the notifications' bound, so that what it still gets (answers, prompts: a prompt's
+# arguments are sent only when small) has room; whatever it was asked then counts as not answered.
+MAX_UNSENT = 32 * 1024 * 1024
 _ids = itertools.count(1)
 MAX_CLIENT_NAME = 200
 
@@ -86,17 +92,37 @@ class _Protocol(LanguageServerProtocol):
         server.close()
         yield from ()
 
+    def _send_response(self, msg_id: Any, result: Any = None, error: lsp.ResponseError | None = None) -> None:
+        # Every error answer pygls makes passes here: a handler that raised had its traceback sent in `data`.
+        super()._send_response(msg_id, result, None if error is None else wire.client_safe(error))
+
 
 class SocketWriter:
+    """The daemon's end of a socket or pipe, which stops writing, and has `overflowed` called once, when what its
+    peer has left unread passes MAX_UNSENT."""
+
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        self.overflowed: Callable[[], None] | None = None
+        self._over = False
 
     def write(self, data: bytes) -> None:
-        if not self._writer.is_closing():
-            self._writer.write(data)
+        if self._over or self._writer.is_closing():
+            return
+        # Checked before the write, not after: one large message to a peer that keeps up always goes out.
+        if self.buffered() > MAX_UNSENT:
+            self._over = True
+            if self.overflowed is not None:
+                self.overflowed()
+            return
+        self._writer.write(data)
 
     def close(self) -> None:
-        self._writer.close()
+        if self._over:
+            # A graceful close waits for the buffer to drain, which a peer that does not read never lets happen.
+            self._writer.transport.abort()
+        else:
+            self._writer.close()
 
     def buffered(self) -> int:
         return self._writer.transport.get_write_buffer_size()
@@ -120,7 +146,7 @@ class EditorConnection(LanguageServer):
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._sent: dict[str, Future[Any]] = {}  # pygls' future of each request `_waiting` waits on
         self._deciding: set[asyncio.Task[Any]] = set()  # hook requests under way: withdrawn when the hook leaves
-        self._writer: SocketWriter | StdoutWriter | asyncio.StreamWriter | None = None
+        self._writer: SocketWriter | StdoutWriter | None = None
         handlers: dict[str, Callable[[Any], Any]] = {
             lsp.INITIALIZE: self._on_initialize,
             lsp.INITIALIZED: self._on_initialized,
@@ -181,7 +207,12 @@ class EditorConnection(LanguageServer):
         return p.GrantsResult(grants=grants).model_dump(mode="json", exclude_none=True)
 
     def _on_config(self, params: Any) -> dict[str, Any]:
-        return p.ConfigResult.model_validate(self.hub.shown_config()).model_dump(mode="json")
+        try:
+            shown = self.hub.shown_config()
+        except LookupError as exc:
+            # Said to the editor as it is: any other exception's message is withheld (wire.client_safe).
+            raise JsonRpcException(str(exc), wire.REQUEST_FAILED) from None
+        return p.ConfigResult.model_validate(shown).model_dump(mode="json")
 
     def _on_revoke(self, params: Any) -> dict[str, Any]:
         try:
@@ -273,21 +304,61 @@ class EditorConnection(LanguageServer):
 
     # ---- life cycle
 
-    async def serve(self, reader: Any, writer: SocketWriter | StdoutWriter | asyncio.StreamWriter) -> None:
+    async def serve(self, reader: ChunkReader, writer: SocketWriter | StdoutWriter) -> None:
+        """Read and handle messages until the editor leaves, breaks the framing's bounds, or is closed."""
         self._writer = writer
+        if isinstance(writer, SocketWriter):
+            writer.overflowed = self._fell_behind
         self.protocol.set_writer(writer)
         self._stop_event = stop = threading.Event()
+        framer = wire.Framer()
         try:
-            await run_async(
-                stop_event=stop, reader=reader, protocol=self.protocol, logger=logger, error_handler=self._error
-            )
-        except (ConnectionError, asyncio.IncompleteReadError):
+            while not stop.is_set() and (chunk := await reader.read(READ_CHUNK)):
+                try:
+                    bodies = framer.feed(chunk)
+                except wire.FrameError as exc:
+                    logger.warning("editor channel %s: closed: %s", self.label, exc)
+                    break
+                for body in bodies:
+                    if stop.is_set():
+                        break
+                    self._receive(body)
+        except ConnectionError:
             logger.debug("%s went away", self.label)
         finally:
             self.close()
 
-    def _error(self, error: Exception, source: Any) -> None:
-        logger.warning("editor channel %s: %s", self.label, error)
+    def _receive(self, body: bytes) -> None:
+        message = wire.screen(body)
+        if isinstance(message, wire.Refused):
+            self._refuse(message)
+            return
+        try:
+            structured = self.protocol.structure_message(message)
+        except JsonRpcException as exc:  # pygls has logged why
+            self._refuse(wire.unreadable(message, isinstance(exc, JsonRpcInvalidParams)))
+            return
+        try:
+            self.protocol.handle_message(structured)
+        except Exception:
+            logger.exception("editor channel %s: a message could not be handled", self.label)
+
+    def _refuse(self, refused: wire.Refused) -> None:
+        logger.info("editor channel %s: %s", self.label, refused.why)
+        if refused.reply is not None:
+            self.protocol._send_data(refused.reply)
+
+    def _fell_behind(self) -> None:
+        logger.warning("editor channel %s: closed: it left over %d bytes unread", self.label, MAX_UNSENT)
+        # Not from inside the write that found it: that write may come from the hub going over its connections
+        # (a config diagnostic to each), which closing, as it detaches this one, would change under it.
+        asyncio.get_running_loop().call_soon(self.close)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls' default shows the editor "Error in server: <the exception>", internal detail: the log has it. A
+        # request's error is in its answer, and pygls has logged it.
+        if source is not FeatureRequestError:
+            logger.warning("editor channel %s: %s", self.label, error)
 
     def close(self) -> None:
         if self.closed:
@@ -310,6 +381,12 @@ class EditorConnection(LanguageServer):
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
+
+
+class ChunkReader(Protocol):
+    """What `serve` reads from: an asyncio StreamReader, or anything else that reads so."""
+
+    async def read(self, n: int) -> bytes: ...
 
 
 def _settle(waiter: asyncio.Future[Any], done: Future[Any]) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from pygls.io_ import StdinAsyncReader, StdoutWriter
+from pygls.io_ import StdoutWriter
 
 from mcphost import discovery
 from mcphost.editor.connection import EditorConnection, SocketWriter
@@ -22,12 +23,23 @@ from mcphost.pipes import claim_stdio, is_pipe_or_socket, owner_only_socket, pip
 
 logger = logging.getLogger(__name__)
 
+# The most editor connections served at once (the stdio one among them). Editors, `mcphost approve` and `status`
+# make a handful; without a bound, a script connecting in a loop took every fd the daemon may open, and with them
+# its upstreams and its agents.
+MAX_EDITOR_CONNECTIONS = 64
+REFUSED_NOTICE = f"mcphost: this daemon already serves {MAX_EDITOR_CONNECTIONS} editor connections; closing this one"
+
 
 @contextlib.asynccontextmanager
 async def listening(hub: EditorHub) -> AsyncIterator[Path]:
     """Accept editor connections on an owner-only Unix socket for as long as the context lasts."""
 
     async def serve_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(hub.connections) >= MAX_EDITOR_CONNECTIONS:
+            logger.warning("refused an editor connection: %d are open already", len(hub.connections))
+            writer.write(_show_message(REFUSED_NOTICE))
+            writer.close()
+            return
         connection = EditorConnection(hub, "socket")
         hub.connections[connection.id] = connection
         await connection.serve(reader, SocketWriter(writer))
@@ -49,7 +61,7 @@ async def serve_stdio(hub: EditorHub) -> None:
     connection = EditorConnection(hub, "stdio")
     hub.connections[connection.id] = connection
     async with stdio_streams() as (reader, writer):
-        await connection.serve(reader, writer)
+        await connection.serve(reader, SocketWriter(writer) if isinstance(writer, asyncio.StreamWriter) else writer)
 
 
 @contextlib.asynccontextmanager
@@ -60,9 +72,25 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     if not (is_pipe_or_socket(proto_in) and is_pipe_or_socket(proto_out)):
         # A regular file (a recorded session replayed): pygls' thread-backed reader.
         yield (
-            StdinAsyncReader(os.fdopen(proto_in, "rb", buffering=0)),
+            _FileReader(os.fdopen(proto_in, "rb", buffering=0)),
             StdoutWriter(os.fdopen(proto_out, "wb", buffering=0)),
         )
         return
     async with pipe_streams(proto_in, proto_out) as streams:
         yield streams
+
+
+class _FileReader:
+    """A regular file read in a worker thread, which a file's reads would otherwise block the loop for."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+
+    async def read(self, n: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(None, self._file.read, n)
+
+
+def _show_message(text: str) -> bytes:
+    """A window/showMessage notification (an error), framed: what an editor shows of a connection refused."""
+    body = json.dumps({"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": text}})
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode())

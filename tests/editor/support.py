@@ -1,9 +1,10 @@
 """Shared bits of the editor end-to-end tests: calling probe tools as an agent, finding a daemon's editor socket,
-answers that wait for the test to say so, and reading the records of one call."""
+answers that wait for the test to say so, reading the records of one call, and the channel spoken by hand."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,7 +14,7 @@ import anyio
 import anyio.abc
 
 from tests.editor_client import Answer
-from tests.helpers import Sandbox, text_of
+from tests.helpers import Daemon, Sandbox, text_of
 
 # A deadline for anything that should happen "at once" (a prompt arriving, a call ending after an answer).
 SOON = 10
@@ -106,3 +107,52 @@ def last_call(box: Sandbox) -> dict[str, Any]:
 
 def config_uri(path: Path) -> str:
     return path.resolve().as_uri()
+
+
+class RawClient:
+    """An editor speaking the channel by hand: LSP framing over the socket, no pygls on this side."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_body(json.dumps({"jsonrpc": "2.0", **message}).encode("utf-8"))
+
+    def send_body(self, body: bytes) -> None:
+        """`body` framed as it is, whatever it holds."""
+        self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def closed_by_daemon(self) -> None:
+        """Until the daemon closes the connection (what it sent before is skipped)."""
+        async with asyncio.timeout(SOON):
+            while await self.reader.read(1 << 16):
+                pass
+
+    async def receive(self) -> dict[str, Any]:
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("ascii").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        message: dict[str, Any] = json.loads(await self.reader.readexactly(length))
+        return message
+
+    async def response_to(self, request_id: int | None) -> dict[str, Any]:
+        async with asyncio.timeout(10):
+            while True:
+                message = await self.receive()
+                if message.get("id") == request_id and "method" not in message:
+                    return message
+
+
+@asynccontextmanager
+async def raw(d: Daemon) -> AsyncIterator[RawClient]:
+    reader, writer = await asyncio.open_unix_connection(d.editor_socket)
+    client = RawClient(reader, writer)
+    client.send({"id": 0, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {}}})
+    await client.response_to(0)
+    client.send({"method": "initialized", "params": {}})
+    try:
+        yield client
+    finally:
+        writer.close()

@@ -4,54 +4,12 @@ integration may send, including what pygls-based clients never do."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
-from tests.editor.support import call
+from tests.editor.support import RawClient, call, raw
 from tests.helpers import Daemon, error_of, http_agent
-
-
-class RawClient:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **message}).encode("utf-8")
-        self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-
-    async def receive(self) -> dict[str, Any]:
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode("ascii").partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        message: dict[str, Any] = json.loads(await self.reader.readexactly(length))
-        return message
-
-    async def response_to(self, request_id: int) -> dict[str, Any]:
-        async with asyncio.timeout(10):
-            while True:
-                message = await self.receive()
-                if message.get("id") == request_id and "method" not in message:
-                    return message
-
-
-@asynccontextmanager
-async def raw(d: Daemon) -> AsyncIterator[RawClient]:
-    reader, writer = await asyncio.open_unix_connection(d.editor_socket)
-    client = RawClient(reader, writer)
-    client.send({"id": 0, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {}}})
-    await client.response_to(0)
-    client.send({"method": "initialized", "params": {}})
-    try:
-        yield client
-    finally:
-        writer.close()
-
 
 pytestmark = pytest.mark.asyncio(loop_scope="package")  # the shared daemon (conftest.py) lives there
 
@@ -143,3 +101,67 @@ async def test_an_answer_sent_just_before_the_editor_leaves_decides_the_call(sha
             async with asyncio.timeout(10):
                 result = await calling
             assert not result.is_error, error_of(result)
+
+
+async def test_a_body_that_is_not_json_gets_a_parse_error_and_the_connection_stays_open(shared: Daemon) -> None:
+    # pygls logged it and answered nothing: an editor waiting on that request waited forever.
+    async with raw(shared) as client:
+        client.send_body(b'{"id": 1, "method": ')
+        answer = await client.response_to(None)
+        assert answer["error"]["code"] == -32700 and "data" not in answer["error"]
+        client.send({"id": 2, "method": "mcphost/status"})
+        assert (await client.response_to(2))["result"]["pid"] == shared.process.pid
+
+
+@pytest.mark.parametrize(
+    ("body", "answered_id", "named"),
+    [
+        (b"5", None, "object"),
+        (b"[1, 2]", None, "batch"),
+        (b'{"jsonrpc": "2.0", "id": 3}', 3, "no method"),
+        (b'{"jsonrpc": "2.0", "id": 4, "method": 5}', 4, "method must be a string"),
+        (b'{"id": 5, "method": "mcphost/status"}', 5, '"jsonrpc": "2.0"'),
+        (b'{"jsonrpc": "2.0", "id": [6], "method": "mcphost/status"}', None, "id must be"),
+    ],
+    ids=["a-number", "a-batch", "no-method", "method-not-a-string", "no-jsonrpc", "id-an-array"],
+)
+async def test_json_that_is_not_a_request_gets_invalid_request_with_its_id_and_no_internals(
+    shared: Daemon, body: bytes, answered_id: int | None, named: str
+) -> None:
+    # A method that was not a string had pygls answer -32603 with its traceback (file paths, source lines) in data.
+    async with raw(shared) as client:
+        client.send_body(body)
+        answer = await client.response_to(answered_id)
+        client.send({"id": 7, "method": "mcphost/status"})
+        assert (await client.response_to(7))["result"]["pid"] == shared.process.pid, "the connection stays open"
+    assert answer["error"]["code"] == -32600
+    assert named in answer["error"]["message"]
+    assert "data" not in answer["error"] and "Error" not in answer["error"]["message"]
+
+
+async def test_params_of_the_wrong_type_get_invalid_params_with_the_id(shared: Daemon) -> None:
+    # An initialize whose params pygls could not read got no answer at all.
+    reader, writer = await asyncio.open_unix_connection(shared.editor_socket)
+    client = RawClient(reader, writer)
+    try:
+        client.send({"id": 1, "method": "initialize", "params": 5})
+        assert (await client.response_to(1))["error"]["code"] == -32602
+        client.send({"id": 2, "method": "initialize", "params": {"capabilities": 5}})
+        answer = await client.response_to(2)
+    finally:
+        writer.close()
+    assert answer["error"] == {"code": -32602, "message": "Invalid params for initialize"}
+
+
+async def test_a_notification_that_fails_shows_the_editor_no_internals(shared: Daemon) -> None:
+    # pygls showed the editor "Error in server: KeyError: 'file:///nope'" (window/showMessage): the log has it.
+    async with raw(shared) as client:
+        changed = {"textDocument": {"uri": "file:///nope", "version": 2}, "contentChanges": [{"text": "x"}]}
+        client.send({"method": "textDocument/didChange", "params": changed})
+        client.send({"id": 1, "method": "mcphost/status"})
+        shown = []
+        async with asyncio.timeout(10):
+            while "id" not in (message := await client.receive()):
+                if message["method"] == "window/showMessage":
+                    shown.append(message["params"])
+    assert shown == []
