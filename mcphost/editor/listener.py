@@ -70,7 +70,7 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     stderr, so that no stray print (ours, a library's, an upstream's) can ever corrupt the protocol stream."""
     proto_in, proto_out = claim_stdio()
     if not (is_pipe_or_socket(proto_in) and is_pipe_or_socket(proto_out)):
-        # A regular file (a recorded session replayed): pygls' thread-backed reader.
+        # A regular file (a recorded session replayed): read in a worker thread.
         yield (
             _FileReader(os.fdopen(proto_in, "rb", buffering=0)),
             StdoutWriter(os.fdopen(proto_out, "wb", buffering=0)),
