@@ -92,6 +92,36 @@ class _Protocol(LanguageServerProtocol):
         server.close()
         yield from ()
 
+    # The channel carries prompts, not documents (the extension syncs none): pygls kept every document and
+    # workspace folder an editor named, without bound, and failed on changes to one it was never sent.
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    @lsp_method(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def lsp_notebook_document__did_open(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    @lsp_method(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    @lsp_method(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def lsp_notebook_document__did_close(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    @lsp_method(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def lsp_workspace__did_change_workspace_folders(self, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
     def _send_response(self, msg_id: Any, result: Any = None, error: lsp.ResponseError | None = None) -> None:
         # Every error answer pygls makes passes here: a handler that raised had its traceback sent in `data`.
         super()._send_response(msg_id, result, None if error is None else wire.client_safe(error))

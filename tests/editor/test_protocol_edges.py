@@ -4,6 +4,7 @@ integration may send, including what pygls-based clients never do."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -165,3 +166,26 @@ async def test_a_notification_that_fails_shows_the_editor_no_internals(shared: D
                 if message["method"] == "window/showMessage":
                     shown.append(message["params"])
     assert shown == []
+
+
+def resident_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+async def test_documents_an_editor_opens_are_not_kept(shared: Daemon) -> None:
+    # The channel carries prompts, not documents: pygls kept every one an editor opened, 16 MiB each, without bound.
+    if not Path(f"/proc/{shared.process.pid}/status").exists():
+        pytest.skip("no /proc here to read the daemon's memory from")
+    before = resident_bytes(shared.process.pid)
+    async with raw(shared) as client:
+        for n in range(40):
+            document = {"uri": f"file:///big-{n}", "languageId": "text", "version": 1, "text": "x" * (2 << 20)}
+            client.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
+            await client.writer.drain()
+        client.send({"id": 1, "method": "mcphost/status"})
+        assert "result" in await client.response_to(1)
+    grown = resident_bytes(shared.process.pid) - before
+    assert grown < 40 << 20, f"the daemon grew by {grown >> 20} MiB for 80 MiB of documents"
