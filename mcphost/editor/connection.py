@@ -60,7 +60,11 @@ def dict_converter() -> Converter:
     # `sendRequest("mcphost/status")`): read that as null instead of failing to parse the message.
     for message in (JsonRPCRequestMessage, JsonRPCNotification):
         converter.register_structure_hook(message, lambda obj, cls: cls(**{"params": None, **obj}))
-    converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
+    # An answer with a member JSON-RPC does not name (an editor's own bookkeeping) is still that answer: pygls failed
+    # on it, and the prompt it answered waited out its timeout.
+    converter.register_structure_hook(
+        JsonRPCResponseMessage, lambda obj, cls: cls(**{k: obj[k] for k in ("id", "result", "jsonrpc") if k in obj})
+    )
     converter.register_structure_hook(lsp.ResponseErrorMessage, _error_response)
     return converter
 

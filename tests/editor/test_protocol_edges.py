@@ -49,6 +49,19 @@ async def test_any_error_answer_to_a_prompt_is_this_editor_not_answering_at_once
     assert error_of(result)["code"] == "NO_APPROVER"
 
 
+async def test_an_answer_with_a_member_json_rpc_does_not_name_still_decides_the_call(shared: Daemon) -> None:
+    # pygls could not read it: the answer was dropped and the call waited out prompt_timeout (300 s).
+    async with raw(shared) as editor, http_agent(shared.url, shared.headers) as agent:
+        calling = asyncio.create_task(call(agent, "write", "plain_echo"))
+        async with asyncio.timeout(10):
+            while (message := await editor.receive()).get("method") != "mcphost/permissionRequest":
+                pass
+        editor.send({"id": message["id"], "result": {"decision": "allow"}, "sentAt": 1764000000})
+        async with asyncio.timeout(10):
+            result = await calling
+    assert not result.is_error, error_of(result)
+
+
 async def test_a_second_initialize_does_not_change_what_the_editor_is(shared: Daemon) -> None:
     # A watcher that says initialize again as an approver would be listed as an editor and asked nothing, or the
     # reverse: asked, and not listed.
