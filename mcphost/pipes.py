@@ -19,6 +19,7 @@ import socket
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -316,6 +317,56 @@ async def owner_only_socket(directory: Path, name: str, handler: Handler, what: 
                 await asyncio.wait_for(server.wait_closed(), 2)
 
 
+# How long a listener out of fds waits before it accepts again (asyncio's own servers wait a second).
+ACCEPT_RETRY_S = 0.5
+# How often "out of fds" is said: asyncio says it once for every connection in the backlog, every retry (2048 per
+# second for the HTTP listener), which filled a disk with the daemon's stderr while a local process held its fds.
+ACCEPT_COMPLAINT_EVERY_S = 10.0
+_complained: dict[str, float] = {}
+
+
+def out_of_resources(what: str, exc: BaseException | None) -> None:
+    """Say, at most once every ACCEPT_COMPLAINT_EVERY_S per listener, that `what` cannot accept connections."""
+    now = time.monotonic()
+    if now - _complained.get(what, -ACCEPT_COMPLAINT_EVERY_S) < ACCEPT_COMPLAINT_EVERY_S:
+        return
+    _complained[what] = now
+    logger.error(
+        "the %s cannot accept connections for now (%s): new connections wait until some close; "
+        "`ulimit -n` is this process's limit on open files",
+        what,
+        exc,
+    )
+
+
+def quiet_accept_failures(loop: asyncio.AbstractEventLoop) -> None:
+    """Have `loop` say asyncio's "socket.accept() out of system resource" as `out_of_resources` does."""
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == "socket.accept() out of system resource":
+            sock = context.get("socket")
+            name = sock.getsockname() if sock is not None else None
+            out_of_resources(f"listener on {name}" if name else "a listener", context.get("exception"))
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+
+
+def raise_fd_limit(wanted: int = 65536) -> None:
+    """Raise this process's soft limit on open files towards its hard limit: a daemon holds a connection per agent
+    and editor, and pipes per upstream, and 1024 is soon reached by a local process that opens connections to it."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on this system
+        return
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 @asynccontextmanager
 async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, what: str) -> AsyncIterator[Path]:
     """As owner_only_socket, for a handler that takes the fd its peer passed with the connection's first bytes.
@@ -355,7 +406,14 @@ async def owner_only_fd_socket(directory: Path, name: str, handler: FdHandler, w
 
     async def accept(listener: socket.socket) -> None:
         while True:
-            conn, _ = await loop.sock_accept(listener)
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:
+                # Out of fds (EMFILE, ENFILE) or memory, for a while: an error here used to end this task, and the
+                # socket stayed bound with nobody accepting, for good. The connections wait in the backlog.
+                out_of_resources(what, exc)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
             task = loop.create_task(serve(conn))
             serving.add(task)
             task.add_done_callback(serving.discard)

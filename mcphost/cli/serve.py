@@ -11,6 +11,7 @@ window to the running daemon's editor socket (named in the message, and in the d
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import shlex
 import sys
@@ -24,7 +25,7 @@ from mcphost.cli.common import fail, freeze_startup_heap
 from mcphost.config import Config, ConfigError, LoadedConfig, load_config
 from mcphost.config.starter import embedded_default
 from mcphost.paths import UnsafeDirectory, private_runtime_dir
-from mcphost.pipes import bind_loopback
+from mcphost.pipes import bind_loopback, quiet_accept_failures, raise_fd_limit
 from mcphost.serve.tokens import Secrets
 from mcphost.upstream.spawn import early_starts
 
@@ -99,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcphost: {exc}", file=sys.stderr)
         return 1
 
+    raise_fd_limit()
+
     async def main() -> None:
+        quiet_accept_failures(asyncio.get_running_loop())
         # The upstreams first: their start and the import of everything below (the MCP SDK, the web stack, the
         # editor's protocol) are both mostly imports, and on two CPUs they overlap instead of adding up.
         async with early_starts(loaded.config) as early:

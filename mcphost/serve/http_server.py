@@ -87,6 +87,19 @@ class _OneWrite:
         return getattr(self._transport, name)
 
 
+# The most a request line and its headers may take (with what of the body shares their reads). An agent's are a few
+# hundred bytes; uvicorn's limit for the h11 parser is 16 KiB, and httptools has none.
+MAX_REQUEST_HEAD = 1024 * 1024
+_CLOSE_EMPTY = b"content-length: 0\r\nconnection: close\r\n\r\n"
+
+
+def _head_ends_within(data: bytes, room: int) -> bool:
+    """Whether the head that `data` goes on with ends within its first `room` bytes (a read that holds the rest of
+    the head and a body is not a head past its limit)."""
+    window = data[: room + 4]
+    return b"\r\n\r\n" in window or b"\n\n" in window
+
+
 # A call's body up to this size is held until it is whole, for the agents' door: as large as the endpoint takes, so
 # that a call carrying a file is claimed whatever its protocol revision (a 2026-era call the door does not claim goes
 # the SDK's long way). A larger one goes the ASGI way as it arrives, where the SDK refuses it.
@@ -107,6 +120,7 @@ class _AgentsHttp(HttpToolsProtocol):
     uvicorn's `send` checking every header of the answer against two expressions."""
 
     door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
+    _head: int | None = None  # bytes of the request's head read so far; None once it is whole
     _held_body: bytearray | None = None
     _cut: CallCut | None = None  # the 2026-era call in flight on this connection, which its client's leaving ends
     # The keep-alive clock (`IdleTimer`): uvicorn sets a timer after every response and cancels it at the next request:
@@ -117,7 +131,12 @@ class _AgentsHttp(HttpToolsProtocol):
         read_in_chunks(transport)
         self._one = _OneWrite(transport)
         super().connection_made(cast(asyncio.Transport, self._one))
+        # The clock runs from the start: a connection that sends nothing, or dribbles its request, is closed once
+        # keep-alive's time is up. uvicorn's stops at the first byte, and an idle or byte-a-second client held its fd
+        # for good, with no token needed: enough of them and no agent or relay could connect.
         self._keep_alive = IdleTimer(self.loop, self.timeout_keep_alive, self._kept_alive_long_enough)
+        self._keep_alive.idle()
+        self._head = 0
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -126,7 +145,28 @@ class _AgentsHttp(HttpToolsProtocol):
             self._cut.cancel()
 
     def _unset_keepalive_if_required(self) -> None:
-        self._keep_alive.busy()
+        # uvicorn calls this for every read: the clock stops only once a request is whole (on_message_complete).
+        pass
+
+    def data_received(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            if not head:  # a request's first bytes: it has keep-alive's time from now to be whole
+                self._keep_alive.idle()
+            # httptools takes a header of any length, held in memory as it arrives (200 MB sent, 300 MB kept).
+            head += len(data)
+            if head > MAX_REQUEST_HEAD and not _head_ends_within(data, MAX_REQUEST_HEAD - (head - len(data))):
+                self._head = None
+                self._refuse_head()
+                return
+            self._head = head
+        super().data_received(data)
+
+    def _refuse_head(self) -> None:
+        logger.warning("closed an HTTP connection whose request line and headers passed %d bytes", MAX_REQUEST_HEAD)
+        if not self.transport.is_closing():
+            self._one.write_whole(b"HTTP/1.1 431 Request Header Fields Too Large\r\n" + _CLOSE_EMPTY)
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         # uvicorn's, but for the keep-alive clock.
@@ -145,6 +185,7 @@ class _AgentsHttp(HttpToolsProtocol):
         self.timeout_keep_alive_handler()
 
     def on_headers_complete(self) -> None:
+        self._head = None
         if self.door is not None and self._claimable():
             self._held_body = bytearray()
             return
@@ -178,6 +219,9 @@ class _AgentsHttp(HttpToolsProtocol):
             super().on_body(bytes(held))
 
     def on_message_complete(self) -> None:
+        # The request is whole: its answer may take as long as a person does. The next request's head is counted.
+        self._keep_alive.busy()
+        self._head = 0
         held = self._held_body
         if held is None:
             super().on_message_complete()

@@ -4,6 +4,8 @@ in process and through the relay."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -210,3 +212,68 @@ async def test_the_relay_passes_a_readable_call_through_unchanged(shared: Daemon
         arguments = {"name": "probe:read_notes", "args": {"text": "é ☃ 𝄞"}, "intent": {"operation_type": "read"}}
         result = await client.call_tool("call_tool_read", arguments)
     assert text_of(result) == "read_notes: é ☃ 𝄞"
+
+
+async def closed_by_daemon(reader: asyncio.StreamReader) -> bytes:
+    """What the daemon sent on a connection until it closed it (a close with what we sent unread is a reset, which
+    may take what it sent with it)."""
+    received = b""
+    async with asyncio.timeout(30):
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := await reader.read(1 << 16):
+                received += chunk
+    return received
+
+
+async def test_connections_that_send_nothing_or_dribble_a_request_are_closed(shared: Daemon) -> None:
+    # No token is needed to hold a connection open: an idle one, or one fed a byte at a time, kept its fd for good,
+    # and enough of them left no fd for an agent or a relay.
+    host, port = shared.url.removeprefix("http://").split("/")[0].split(":")
+    idle_reader, idle_writer = await asyncio.open_connection(host, int(port))
+    slow_reader, slow_writer = await asyncio.open_connection(host, int(port))
+    head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\nX-Padding: ".encode()
+
+    async def dribble() -> None:
+        with contextlib.suppress(ConnectionError):
+            for byte in head + b"x" * 1000:
+                slow_writer.write(bytes([byte]))
+                await slow_writer.drain()
+                await asyncio.sleep(0.05)
+
+    dribbling = asyncio.create_task(dribble())
+    try:
+        assert await closed_by_daemon(idle_reader) == b""
+        await closed_by_daemon(slow_reader)
+        assert not dribbling.done(), "the daemon waited for the whole dribbled request"
+    finally:
+        dribbling.cancel()
+        idle_writer.close()
+        slow_writer.close()
+    async with http_agent(shared.url, shared.headers) as session:  # and agents are served as before
+        assert not (await session.call_tool("call_tool_read", _read_call())).is_error
+
+
+def _read_call() -> dict[str, Any]:
+    return {"name": "probe:read_notes", "args": {"text": "x"}, "intent": {"operation_type": "read"}}
+
+
+async def test_a_request_head_past_its_limit_gets_431_and_the_connection_is_closed(shared: Daemon) -> None:
+    # httptools holds a header of any length as it arrives: 200 MB sent, the daemon kept 300 MB.
+    host, port = shared.url.removeprefix("http://").split("/")[0].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nX-Big: ".encode())
+        with contextlib.suppress(ConnectionError):
+            for _ in range(40):  # 2.5 MiB, never finished
+                writer.write(b"y" * (64 * 1024))
+                await writer.drain()
+        answer = await closed_by_daemon(reader)
+    finally:
+        writer.close()
+    assert answer in (
+        b"",
+        b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+    )
+    assert "passed 1048576 bytes" in shared.stderr
+    async with http_agent(shared.url, shared.headers) as session:
+        assert not (await session.call_tool("call_tool_read", _read_call())).is_error
