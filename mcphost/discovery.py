@@ -299,6 +299,21 @@ def process_stopped(pid: int) -> bool:
     return proc is not None and proc[0] in ("T", "t")
 
 
+def unless_stopped(info: dict[str, Any] | None, instead: str) -> dict[str, Any] | None:
+    """`info`, unless its daemon is stopped (it answers nobody until resumed: a command would wait on it without
+    end); then None, and a message saying so and that the command goes on `instead`."""
+    if info is None or not process_stopped(int(info["pid"])):
+        return info
+    pid = info["pid"]
+    print(
+        f"mcphost: the daemon {pid} is stopped (Ctrl-Z or SIGSTOP; `fg` in its terminal or `kill -CONT {pid}` resumes "
+        f"it); {instead}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
 def process_start(pid: int) -> int | None:
     """When `pid` started, in clock ticks since boot (Linux); with the pid, it names one process for good."""
     proc = _proc_stat(pid)

@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         arguments["args_json"] = args.args_json
 
     target = None if args.in_process else discovery.for_config(config_path(args.config))
+    target = discovery.unless_stopped(target, "calling from this process instead")
     if target is not None:
         # Through the running daemon: its editors answer the prompts, its upstreams and grants serve the call.
         from mcphost.cli.daemon_client import CALL_CLIENT, DaemonError, Ended, McpSession

@@ -52,7 +52,9 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 def run(args: argparse.Namespace) -> int:
     if not args.in_process:
         path = config_path(getattr(args, "config", None))
-        target = discovery.for_config(path)
+        target = discovery.unless_stopped(
+            discovery.for_config(path), "serving this agent in this process (its prompts reach no editor)"
+        )
         if target is not None:
             from mcphost.serve.handoff import Target
 

@@ -22,7 +22,7 @@ import pytest
 
 from mcphost import __version__
 from tests.editor_client import allow, editor, never
-from tests.helpers import Sandbox, daemon, http_agent, mcphost, poll, records_of
+from tests.helpers import Sandbox, agent, daemon, http_agent, mcphost, poll, records_of
 
 ALLOW_WRITES = '[permissions]\nwrite = "allow"\n'
 # What a command asking a daemon must never import (each costs a large part of a second to start).
@@ -335,3 +335,24 @@ def test_a_daemon_that_does_not_answer_leaves_the_call_to_this_process(sandbox: 
     assert tools.returncode == 0 and "probe:read_notes" in tools.stdout
     assert "asking the upstream servers from this process" in tools.stderr
     assert time.monotonic() - start < 30
+
+
+async def test_a_stopped_daemon_leaves_a_new_call_and_a_new_agent_session_to_this_process(sandbox: Sandbox) -> None:
+    # Ctrl-Z on `mcphost serve` in its terminal: it answers nobody until resumed, and every command waited on it.
+    sandbox.write_config(sandbox.probe_server())
+    async with daemon(sandbox) as d:
+        d.process.send_signal(signal.SIGSTOP)
+        try:
+            called = await anyio.to_thread.run_sync(
+                lambda: mcphost(sandbox, "call", "tool-read", "probe:read_notes", "--args", '{"text": "s"}', timeout=30)
+            )
+            async with agent(sandbox) as session:
+                notes = {"name": "probe:read_notes", "args": {"text": "a"}, "intent": {"operation_type": "read"}}
+                async with asyncio.timeout(30):
+                    answered = await session.call_tool("call_tool_read", notes)
+        finally:
+            d.process.send_signal(signal.SIGCONT)
+    assert called.returncode == 0, called.stderr
+    assert f"the daemon {d.process.pid} is stopped" in called.stderr and "calling from this process" in called.stderr
+    assert not answered.is_error
+    assert [r["status"] for r in sandbox.tool_calls()] == ["success", "success"]
