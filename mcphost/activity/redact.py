@@ -57,6 +57,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
@@ -385,15 +386,13 @@ def _secret_key_before(text: str, separator: int) -> bool:
     return key_match is not None and _is_secret_by_words(key_match["key"][::-1])
 
 
-def _replace_assignment(match: re.Match[str]) -> str:
+def _redacted_assignment(match: re.Match[str]) -> str:
+    """An assignment whose key names a credential, its value redacted (a marker already written is kept)."""
     value = match["value"]
     if value.startswith("[REDACTED"):
         return match[0]
-    text, start = match.string, match.start()
-    if not _secret_key_before(text, start):
-        return match[0]
     quote = value[0] if value[0] in "\"'" else ""
-    return text[start : match.start("value")] + quote + _MARKERS["assignment"] + quote
+    return match.string[match.start() : match.start("value")] + quote + _MARKERS["assignment"] + quote
 
 
 def _gates() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
@@ -500,11 +499,11 @@ def _sub_jwts(rx: re.Pattern[str], text: str) -> str:
 
 
 def _secret_spots(text: str) -> list[int] | None:
-    """Where a secret term starts in `text`, in order, when each is there whole once the text is lowered; None when one
-    is there only once the separators a key's words may have between them are dropped as well (`tok_en`, `pass-word`).
-    Every assignment's key that holds a secret term holds one of these. Plain `in` and `count` over the fewest terms
-    that every term holds, and `replace` for the separators: on a page of text an alternation regex and
-    `str.translate` took several times as long."""
+    """Where a secret term starts in `text`, in order, once the text is lowered and the separators a key's words may
+    have between them are dropped (`tok_en`, `pass-word`): the place of its first letter. None when lowering changes the
+    text's length (`İ`), so places in the lowered text are not places in `text`. Every assignment's key that holds a
+    secret term holds one of these. Plain `in` and `count` over the fewest terms that every term holds, and `replace`
+    for the separators: on a page of text an alternation regex and `str.translate` took several times as long."""
     low = text.lower()
     words = low.replace("_", "").replace(".", "").replace("-", "")
     spots: list[int] = []
@@ -513,13 +512,37 @@ def _secret_spots(text: str) -> list[int] | None:
             continue
         for term in terms:
             if term in words:
-                # No term overlaps itself, so `count` is every occurrence; dropping separators only joins letters.
-                if len(low) != len(text) or low.count(term) != words.count(term):
+                if len(low) != len(text):
                     return None
+                # No term overlaps itself, so `count` is every occurrence; dropping separators only joins letters.
+                if low.count(term) != words.count(term):
+                    return _joined_spots(low, words)
                 at = low.find(term)
                 while at != -1:
                     spots.append(at)
                     at = low.find(term, at + 1)
+    spots.sort()
+    return spots
+
+
+_KEY_JOINER = re.compile(r"[_.\-]")
+
+
+def _joined_spots(low: str, words: str) -> list[int]:
+    """`_secret_spots` where a term is in `words` (`low` without `_`, `.`, `-`) but not whole in `low`: each place in
+    `words` mapped back to `low`, past the separators dropped before it (the i-th dropped one, at d, comes after d - i
+    letters of `words`). Reading every separator's key instead took several times as long on JSON text whose values
+    hold colons (times, URLs)."""
+    shifts = [at.start() - i for i, at in enumerate(_KEY_JOINER.finditer(low))]
+    spots: list[int] = []
+    for gate, terms in _TERM_GATES:
+        if gate not in words:
+            continue
+        for term in terms:
+            at = words.find(term)
+            while at != -1:
+                spots.append(at + bisect_right(shifts, at))
+                at = words.find(term, at + 1)
     spots.sort()
     return spots
 
@@ -540,7 +563,7 @@ _KEY_TO_SEPARATOR = re.compile(r"[A-Za-z0-9_.\-]*[\"']?[ \t]*[:=]")
 def _secret_separators(text: str, spots: list[int]) -> set[int]:
     """The separators in `text` whose key names a credential, given `_secret_spots(text)` (not None): a secret key
     holds a term whole, so it ends where the run of key characters around one of those spots ends, and its separator
-    follows; each is read there as `_replace_assignment` reads it."""
+    follows; each is read there as `_redact_keys` reads it."""
     found: set[int] = set()
     for spot in spots:
         after = _KEY_TO_SEPARATOR.match(text, spot)
@@ -558,13 +581,33 @@ def _secret_keys(text: str, spots: list[int] | None) -> set[int] | None:
     return None if spots is None else _secret_separators(text, spots)
 
 
+_SEPARATOR = re.compile(r"[:=]")
+
+
 def _redact_keys(text: str, secret: set[int] | None) -> str:
-    """The assignment pass over the separators in `secret` (every one, when it is None)."""
+    """The assignment pass over the separators in `secret` (every one whose key names a credential, when it is None).
+
+    Each is read where it is, in order, unless an earlier one's value took it in (`password: a:b` is one value). Not
+    one scan of `_ASSIGNMENT_RE` over the text: an unquoted value may hold a `:`, so that scan read
+    `x: password: hunter2` as `x` with the value `password:`, and never tried the separator after `password`."""
     if secret is None:
-        return _ASSIGNMENT_RE.sub(_replace_assignment, text)
+        secret = {at.start() for at in _SEPARATOR.finditer(text) if _secret_key_before(text, at.start())}
     if not secret:
         return text
-    return _ASSIGNMENT_RE.sub(lambda match: _replace_assignment(match) if match.start() in secret else match[0], text)
+    parts: list[str] = []
+    done = 0
+    for separator in sorted(secret):
+        if separator < done:
+            continue
+        match = _ASSIGNMENT_RE.match(text, separator)
+        if match is None:
+            continue
+        parts += (text[done:separator], _redacted_assignment(match))
+        done = match.end()
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 # Past the characters a caller keeps, how much more `redact_head` reads before the line's end: room for what

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcphost.activity.redact import REDACTED, is_secret_key, redact, redact_text
+from mcphost.activity.redact import REDACTED, is_secret_key, left_alone, redact, redact_text, scrub
 
 # ---------------------------------------------------------------------------------------------- fakes
 
@@ -417,6 +417,35 @@ def test_secret_assignments_in_text_are_redacted() -> None:
     assert redact_text(env) == (
         "DEBUG=1\nDB_PASSWORD=[REDACTED:assignment]\nAPI_KEY='[REDACTED:assignment]'\nmax_tokens=100\nTOKEN_COUNT=5\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("x: password: hunter2", "x: password: [REDACTED:assignment]"),
+        ("ERROR: password: hunter2", "ERROR: password: [REDACTED:assignment]"),
+        ("env: API_KEY: xyz123456789", "env: API_KEY: [REDACTED:assignment]"),
+        ("Error: api_key: 9f8e7d6c5b4a3210", "Error: api_key: [REDACTED:assignment]"),
+        ("a: b: password: x", "a: b: password: [REDACTED:assignment]"),
+        ("x: pass_word: hunter2", "x: pass_word: [REDACTED:assignment]"),  # a term split by a separator
+        ("config: db: password=hunter2 port=5432", "config: db: password=[REDACTED:assignment] port=5432"),
+        ('"error": "password: hunter2"', '"error": "password: [REDACTED:assignment]"'),
+        ("token: https://x/y", "token: [REDACTED:assignment]"),
+        ("password: a:b:c", "password: [REDACTED:assignment]"),
+        ("note: token: a:b:c and more", "note: token: [REDACTED:assignment] and more"),
+    ],
+)
+def test_a_secret_assignment_after_labels_is_redacted_and_a_value_with_colons_whole(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+def test_a_secret_assignment_after_a_label_in_a_records_strings_is_redacted() -> None:
+    record = {"arguments": {"cmd": "x: password: hunter2"}, "response_preview": "ERROR: api_key: 9f8e7d6c5b4a3210"}
+    assert not left_alone(json.dumps(record).encode())
+    assert scrub(record) == {
+        "arguments": {"cmd": "x: password: [REDACTED:assignment]"},
+        "response_preview": "ERROR: api_key: [REDACTED:assignment]",
+    }
 
 
 def test_secret_in_a_query_string_is_redacted_and_other_parameters_kept() -> None:
