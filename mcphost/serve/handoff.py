@@ -49,6 +49,7 @@ import anyio
 
 from mcphost.activity.reader import loads_exact
 from mcphost.pipes import (
+    MAX_LINE,
     STREAM_PIPE,
     Peeker,
     can_pass_fds,
@@ -179,16 +180,20 @@ class LedgerFold:
     initialize_ok: bool = False  # answered with a result
     initialized: str | None = None
     # The pieces of a line taken in pieces, as noted ("text": latin-1, "part": base64), made bytes only when the
-    # relay needs the line (`partial`): on most sessions, never.
+    # relay needs the line (`partial`): on most sessions, never. As the daemon does, no more once they hold more than
+    # MAX_LINE bytes: such a line is refused whatever follows (the relay, reading on, finds it too long all the same,
+    # under the id at its start), and an agent's line that never ends must not fill the relay's memory.
     pieces: list[tuple[str, str]] = field(default_factory=list)
+    held: int = 0  # the bytes in `pieces`
     cut: set[Any] = field(default_factory=set)  # long lines the daemon began on the agent's stdout and did not end
-    # The last chunk noted, to be undone if it was never taken: (length, crc, its requests' keys, what it replaced).
-    last: tuple[int, int, list[str], tuple[list[tuple[str, str]], str | None, str | None]] | None = None
+    # The last chunk noted, to be undone if it was never taken: (length, crc, its requests' keys, what it replaced:
+    # the list of pieces and how many of them there were, the bytes they held, the handshake's two lines).
+    last: tuple[int, int, list[str], tuple[list[tuple[str, str]], int, int, str | None, str | None]] | None = None
     _rest: bytes = b""
 
     @property
     def partial(self) -> bytes:
-        """The start of a line taken in pieces, not yet whole."""
+        """The start of a line taken in pieces, not yet whole (its first MAX_LINE bytes and some, when longer)."""
         return b"".join(
             value.encode("latin-1") if kind == "text" else base64.b64decode(value) for kind, value in self.pieces
         )
@@ -219,7 +224,7 @@ class LedgerFold:
         if "mcphost-written" in entry:
             self.cut.discard(entry["mcphost-written"])
             return
-        before = (self.pieces, self.initialize, self.initialized)
+        before = (self.pieces, len(self.pieces), self.held, self.initialize, self.initialized)
         keys: list[str] = []
         for request_id, method in entry.get("take", []):
             keys.append(id_key(request_id))
@@ -230,13 +235,19 @@ class LedgerFold:
                 self.initialize, self.initialize_ok = text, False
             else:
                 self.initialized = text
-        # A new list each time, never one changed in place: `before` holds the one it replaces.
-        if "text" in entry:
-            self.pieces = [*self.pieces, ("text", entry["text"])]
-        elif "part" in entry:
-            self.pieces = [*self.pieces, ("part", entry["part"])]
+        # A piece is added in place (`before` holds how many there were), a line's end starts a new list.
+        if "text" in entry or "part" in entry:
+            if self.held <= MAX_LINE:
+                text = entry.get("text")
+                if text is not None:
+                    self.pieces.append(("text", text))
+                    self.held += len(text)
+                else:
+                    part = entry["part"]
+                    self.pieces.append(("part", part))
+                    self.held += len(part) // 4 * 3 - part[-2:].count("=")
         else:
-            self.pieces = []
+            self.pieces, self.held = [], 0
         self.last = (entry["chunk"], entry["crc"], keys, before)
 
     def untake_last(self, stdin: Peeker) -> None:
@@ -250,7 +261,9 @@ class LedgerFold:
             return
         for key in keys:
             self.in_flight.pop(key, None)
-        self.pieces, self.initialize, self.initialized = before
+        pieces, count, self.held, self.initialize, self.initialized = before
+        del pieces[count:]
+        self.pieces = pieces
         self.last = None
 
 

@@ -4,9 +4,11 @@ is taken, so that whenever the daemon dies the relay knows what it owes the agen
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import os
+import zlib
 from typing import Any
 
 import orjson
@@ -296,3 +298,33 @@ def test_a_piece_is_noted_the_cheaper_way_and_read_back_exactly(piece: bytes, ki
     fold = LedgerFold()
     fold.apply(orjson.loads(orjson.dumps({"chunk": len(piece), "crc": 0, **note})))
     assert fold.partial == piece
+
+
+def test_a_line_that_never_ends_is_held_by_the_relay_only_to_what_the_daemon_refuses_it_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The daemon refuses a line past MAX_LINE whatever follows: the relay keeps its start (the id it is refused under)
+    # and no more of it, however long the agent writes on without a line feed. Pieces come as text and in base64.
+    monkeypatch.setattr(handoff, "MAX_LINE", 4096)
+    head = b'{"jsonrpc":"2.0","id":"endless","method":"tools/call","params":{"text":"'
+    fold = LedgerFold()
+    fold.apply({"chunk": len(head), "crc": 0, "text": head.decode("latin-1")})
+    piece = bytes(range(32, 127)) + b"\xe9\x00"  # 97 bytes
+    for i in range(20_000):
+        note = {"text": piece.decode("latin-1")} if i % 2 else {"part": base64.b64encode(piece).decode("ascii")}
+        fold.apply({"chunk": len(piece), "crc": 0, **note})
+        if i % 500 == 0:
+            assert len(fold.partial) <= 4096 + len(piece)
+    held = fold.partial
+    assert held.startswith(head + piece) and len(held) == fold.held and len(fold.pieces) < 4096 // len(piece) + 2
+    # A last chunk never taken is still undone, and what is held stays as it was.
+    stdin_r, stdin_w = nonblocking_pipe()
+    os.write(stdin_w, piece)
+    fold.apply({"chunk": len(piece), "crc": zlib.crc32(piece), "text": piece.decode("latin-1")})
+    fold.untake_last(Peeker(stdin_r))
+    assert fold.partial == held
+    # The line's end lets all of it go.
+    fold.apply({"chunk": 1, "crc": 0, "take": [["endless", "request"]]})
+    assert fold.partial == b"" and fold.held == 0 and set(fold.in_flight) == {"endless"}
+    for fd in (stdin_r, stdin_w):
+        os.close(fd)
