@@ -384,6 +384,18 @@ class ActivityLog:
             self._remedy = exc.remedy
         elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
             self._remedy = f"free space on the disk that holds {self.path.parent}"
+        elif exc.errno == errno.EFBIG:
+            # The largest file this process may write (`ulimit -f`, RLIMIT_FSIZE) or its filesystem holds: the file is
+            # writable, and the disk may have room.
+            rotation = (
+                f"[log] max_bytes (now {self.settings.max_bytes}) below it"
+                if self.settings.max_bytes
+                else "[log] max_bytes so that the log rotates before it"
+            )
+            self._remedy = (
+                f"{self.path} has reached the largest file this process may write: raise that limit (ulimit -f), "
+                f"or set {rotation}"
+            )
         else:
             self._remedy = f"make {self.path} a file this user can write (not a directory, not read-only or immutable)"
         if self.settings.on_failure == "refuse":

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -97,6 +99,39 @@ def test_a_full_disk_is_reported_with_space_to_free(tmp_path: Path) -> None:
     writer = ActivityLog(log)
     assert writer.append(ActivityRecord(server="s", tool="t")) is None
     assert writer.last_error is not None and "free space on the disk that holds" in writer.last_error
+
+
+@pytest.mark.parametrize(("max_bytes", "advice"), [(0, "so that the log rotates"), (1 << 20, "(now 1048576) below it")])
+def test_a_log_at_the_largest_file_the_process_may_write_is_reported_with_that_limit_and_rotation(
+    tmp_path: Path, max_bytes: int, advice: str
+) -> None:
+    # RLIMIT_FSIZE, in a child process: a write past it fails with EFBIG (SIGXFSZ ignored). The file is writable and the
+    # disk has room: neither is what the message asks for.
+    log = tmp_path / "activity.jsonl"
+    log.write_bytes(b"{}\n" * 2048)  # 6 KiB of lines already there, the limit at its end
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from mcphost.activity.record import ActivityRecord\n"
+        "from mcphost.activity.writer import ActivityLog, LogSettings\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (6144, 6144))\n"
+        f"writer = ActivityLog(Path(sys.argv[1]), LogSettings(max_bytes={max_bytes}))\n"
+        "assert writer.append(ActivityRecord(server='s', tool='t')) is None\n"
+        "print(writer.last_error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(log)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert "File too large" in done.stdout, done.stdout + done.stderr
+    assert "the largest file this process may write" in done.stdout and "ulimit -f" in done.stdout
+    assert f"[log] max_bytes {advice}" in done.stdout
+    assert "a file this user can write" not in done.stdout and "free space" not in done.stdout
 
 
 def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path) -> None:
