@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -533,3 +533,31 @@ def timers_due_within(seconds: float) -> list[asyncio.TimerHandle]:
     loop = asyncio.get_running_loop()
     scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
     return [t for t in scheduled if not t.cancelled() and t.when() - loop.time() < seconds]
+
+
+@contextlib.contextmanager
+def lock_held_by_another_process(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A process that takes the flock on `path` and keeps it until told to let go (a stopped `mcphost mcp` caught
+    mid-write would do the same)."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)

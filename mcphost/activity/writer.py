@@ -307,30 +307,11 @@ class ActivityLog:
 
     def _flock(self, fd: int) -> None:
         """Take the exclusive lock on `fd`, waiting at most LOCK_WAIT_S for another process to let go of it."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass
-        else:
-            self._lock_stuck = False
-            return
         waited = LOCK_RETRY_S if self._lock_stuck else LOCK_WAIT_S
-        deadline = time.monotonic() + waited
-        # flock(2) has no timeout: look again with a growing pause (a holder's write takes microseconds; a rotation
-        # by another process, a few milliseconds).
-        pause = 0.00005
-        while True:
-            time.sleep(pause)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    self._lock_stuck = True
-                    raise LockHeld(fd, waited) from None
-                pause = min(pause * 2, 0.005)
-            else:
-                self._lock_stuck = False
-                return
+        if not flock_within(fd, waited):
+            self._lock_stuck = True
+            raise LockHeld(fd, waited)
+        self._lock_stuck = False
 
     def _open(self) -> int:
         if self._fd is None:
@@ -431,6 +412,30 @@ class ActivityLog:
                 with contextlib.suppress(OSError):
                     os.fdatasync(self._fd)
             self._close_fd()
+
+
+def flock_within(fd: int, seconds: float) -> bool:
+    """Take the exclusive flock on `fd`; False if another process still holds it after `seconds`. flock(2) has no
+    timeout: it is tried again with a growing pause (a holder's write takes microseconds; a rotation by another
+    process, a few milliseconds)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass
+    else:
+        return True
+    deadline = time.monotonic() + seconds
+    pause = 0.00005
+    while True:
+        time.sleep(pause)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            pause = min(pause * 2, 0.005)
+        else:
+            return True
 
 
 class LockHeld(OSError):

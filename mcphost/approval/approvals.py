@@ -365,7 +365,9 @@ class Approvals:
                 remember = Remember.ONCE
             else:
                 match = narrowed.get("match", GrantMatch.TOOL)
-                self.grants.add(
+                remember = self._remembered(
+                    remember,
+                    warnings,
                     Grant(
                         scope="session" if remember is Remember.SESSION else "always",
                         server=facts.server,
@@ -375,9 +377,22 @@ class Approvals:
                         session_id=facts.session_id if remember is Remember.SESSION else None,
                         approver=result.approver,
                         **narrowed,
-                    )
+                    ),
                 )
         return Authorization(decided("allow", remember.value, match), None, warnings)
+
+    def _remembered(self, remember: Remember, warnings: list[str], grant: Grant) -> Remember:
+        """`grant` kept; what the person's answer is remembered as: ONCE, with a warning, when the state file
+        cannot take it (a full disk, its lock held by a stopped process). The person allowed the call all the same."""
+        try:
+            self.grants.add(grant)
+        except OSError as exc:
+            warnings.append(
+                f"the approval was not remembered: {self.grants.path.name} cannot be written ({exc.strerror or exc}); "
+                "allowed once"
+            )
+            return Remember.ONCE
+        return remember
 
     async def _elicit(
         self,

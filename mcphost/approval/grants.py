@@ -14,7 +14,6 @@ their redacted JSON), so the state file never holds a secret an agent passed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcphost.activity.record import utc_now
+from mcphost.activity.writer import LockHeld, flock_within
 from mcphost.approval.prompt import GrantInfo, GrantMatch
 from mcphost.config.state import read_state, state_path, write_state
 from mcphost.policy import ArgCondition, ConditionKind
@@ -341,13 +341,21 @@ def read_always(path: Path) -> list[Grant]:
     return grants
 
 
+# How long a change to the grants waits for another process to let go of the state file (its holders keep it for
+# one read and one atomic write).
+STATE_LOCK_WAIT_S = 3.0
+
+
 @contextlib.contextmanager
 def lock_state(path: Path) -> Iterator[None]:
     """One read-modify-write of the state file at a time, across processes (the daemon, `mcphost grants`)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        # Bounded: the daemon takes it on its event loop, and a process stopped while it held it (Ctrl-Z on a
+        # `mcphost grants revoke`) would freeze every agent and editor.
+        if not flock_within(fd, STATE_LOCK_WAIT_S):
+            raise LockHeld(fd, STATE_LOCK_WAIT_S)
         yield
     finally:
         os.close(fd)

@@ -253,7 +253,13 @@ class EditorConnection(LanguageServer):
             wanted = p.RevokeGrantsParams.model_validate(params or {})
         except ValidationError as exc:
             raise JsonRpcInvalidParams(f"invalid {p.GRANTS_REVOKE} params: {_problems(exc)}") from None
-        revoked = self.hub.grants.revoke(wanted.ids, wanted.tool, wanted.all)
+        try:
+            revoked = self.hub.grants.revoke(wanted.ids, wanted.tool, wanted.all)
+        except OSError as exc:
+            # Said as it is (the state file, and why it cannot be changed): any other exception's message is withheld.
+            raise JsonRpcException(
+                f"the grants cannot be changed: {exc.strerror or exc}", wire.REQUEST_FAILED
+            ) from None
         self.hub.status_changed()
         return p.RevokeGrantsResult(revoked=[g.info() for g in revoked]).model_dump(mode="json", exclude_none=True)
 

@@ -8,6 +8,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mcphost.approval.approvals import Approvals, CallFacts
 from mcphost.approval.broker import PermissionBroker
 from mcphost.approval.grants import GrantStore
@@ -16,6 +18,7 @@ from mcphost.config import LoadedConfig, parse_config
 from mcphost.errors import ErrorCode
 from mcphost.intent import ToolVariant
 from mcphost.policy import Remember
+from tests.helpers import lock_held_by_another_process
 from tests.pipeline.conftest import ScriptedApprover, allow
 
 
@@ -153,3 +156,26 @@ async def test_nobody_attached_is_no_approver_naming_the_fix(tmp_path: Path) -> 
     result = await approvals(tmp_path).authorize(config(tmp_path), facts())
     assert result.error is not None and result.error.code is ErrorCode.NO_APPROVER
     assert "mcphost approve" in result.error.message and 'write = "allow"' in result.error.message
+
+
+async def test_an_always_that_cannot_be_kept_allows_the_call_once_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The state file's lock held by a process that does not let go (a `mcphost grants revoke` stopped by Ctrl-Z): the
+    # daemon waited on it without end, on its event loop. A full disk raised, and the allowed call failed.
+    from mcphost.approval import grants
+
+    monkeypatch.setattr(grants, "STATE_LOCK_WAIT_S", 0.2)
+    person = ScriptedApprover(script=[allow(Remember.ALWAYS), allow()])
+    gate = approvals(tmp_path, person)
+    store = gate.grants
+    assert isinstance(store, GrantStore)
+    lock = store.path.with_name(store.path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock_held_by_another_process(lock) as holder:
+        first = await gate.authorize(config(tmp_path), facts())
+    assert first.error is None and first.decision.outcome == "allow" and first.decision.remember == "once"
+    assert any(f"not remembered: {store.path.name} cannot be written" in w for w in first.warnings)
+    assert f"process {holder.pid}" in " ".join(first.warnings)
+    second = await gate.authorize(config(tmp_path), facts(session_id="another-session"))
+    assert second.decision.by == "editor", "nothing was remembered"

@@ -4,11 +4,7 @@ cancelled, a write is on record before the upstream sees it, and a log that cann
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +13,7 @@ import pytest
 from mcphost.approval.prompt import PermissionRequest, PermissionResponse
 from mcphost.errors import ErrorCode
 from mcphost.intent import ToolVariant
+from tests.helpers import lock_held_by_another_process
 from tests.pipeline.conftest import InProcess, ScriptedApprover
 
 READ, WRITE = ToolVariant.READ, ToolVariant.WRITE
@@ -268,34 +265,6 @@ def _ctx() -> Any:
     from mcphost.gateway.service import CallContext
 
     return CallContext(session_id="s", client="pytest")
-
-
-@contextlib.contextmanager
-def lock_held_by_another_process(log: Path) -> Iterator[subprocess.Popen[str]]:
-    """A process that takes the activity log's flock and keeps it until told to let go (a stopped `mcphost mcp`
-    caught mid-write would do the same)."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, os, sys\n"
-            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "print('held', flush=True)\n"
-            "sys.stdin.read()\n",
-            str(log),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        yield holder
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(10)
 
 
 async def test_a_log_locked_by_a_process_that_does_not_let_go_refuses_calls_and_names_that_process(
