@@ -103,6 +103,11 @@ class ActivityLog:
         self.settings = settings
 
     @property
+    def problem(self) -> str:
+        """What is wrong with the log, without what `last_error` goes on to say calls do meanwhile."""
+        return (self.last_error or f"cannot write the activity log {self.path}").split("; ")[0]
+
+    @property
     def remedy(self) -> str:
         """What the person can do about the log failing, in words that follow a colon ("free space on ...")."""
         return self._remedy or f"free space on the disk that holds {self.path.parent}, or make {self.path} writable"
@@ -439,7 +444,8 @@ def flock_within(fd: int, seconds: float) -> bool:
 
 
 class LockHeld(OSError):
-    """Another process holds the live file's lock and has not let go of it within the wait."""
+    """Another process holds a file's flock (the live log's, the grants' state file's) and has not let go of it within
+    the wait."""
 
     def __init__(self, fd: int, waited: float) -> None:
         holder = lock_holder(fd)

@@ -124,7 +124,7 @@ def record_block(reason: str, request: HookRequest | None, *, fault: bool) -> No
     """Write the block's record to the activity log, durably, within RECORD_DEADLINE; never raises (the call is
     blocked whatever the disk says, and a failure to record it is said on stderr)."""
     try:
-        with _within(RECORD_DEADLINE):
+        with _within(RECORD_DEADLINE, "recording the block"):
             from mcphost.activity.writer import ActivityLog
             from mcphost.gateway.hooks import blocked_record
             from mcphost.paths import activity_log_path
@@ -209,7 +209,7 @@ def decide(use: AgentToolUse, config: str | None) -> dict[str, Any]:
         return verdict
     import anyio
 
-    with _within(IN_PROCESS_DEADLINE):
+    with _within(IN_PROCESS_DEADLINE, "deciding from the config file"):
         return anyio.run(in_process, use, config)
 
 
@@ -219,14 +219,14 @@ IN_PROCESS_DEADLINE = 20
 
 
 @contextlib.contextmanager
-def _within(seconds: int) -> Iterator[None]:
-    """Raise HookFailure if the block takes longer than `seconds`: SIGALRM breaks even a blocking lock wait."""
+def _within(seconds: int, doing: str) -> Iterator[None]:
+    """Raise HookFailure if the block (`doing`) takes longer than `seconds`: SIGALRM breaks even a blocking wait."""
     if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def late(signum: int, frame: object) -> None:
-        raise HookFailure(f"deciding from the config file took over {seconds} s (is the activity log locked?)")
+        raise HookFailure(f"{doing} took over {seconds} s (is the activity log locked?)")
 
     previous = signal.signal(signal.SIGALRM, late)
     signal.alarm(seconds)

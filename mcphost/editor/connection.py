@@ -87,6 +87,16 @@ def _error_response(obj: dict[str, Any], cls: type[lsp.ResponseErrorMessage]) ->
     )
 
 
+def _ignored(method: str) -> Callable[..., Generator[Any, Any, None]]:
+    """A handler for `method` that does nothing, in place of pygls' built-in one."""
+
+    @lsp_method(method)
+    def ignore(self: Any, *args: Any) -> Generator[Any, Any, None]:
+        yield from ()
+
+    return ignore
+
+
 class _Protocol(LanguageServerProtocol):
     @lsp_method(lsp.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
@@ -97,34 +107,15 @@ class _Protocol(LanguageServerProtocol):
         yield from ()
 
     # The channel carries prompts, not documents (the extension syncs none): pygls kept every document and
-    # workspace folder an editor named, without bound, and failed on changes to one it was never sent.
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
-
-    @lsp_method(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
-    def lsp_notebook_document__did_open(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
-
-    @lsp_method(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
-    def lsp_notebook_document__did_change(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
-
-    @lsp_method(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
-    def lsp_notebook_document__did_close(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
-
-    @lsp_method(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-    def lsp_workspace__did_change_workspace_folders(self, *args: Any) -> Generator[Any, Any, None]:
-        yield from ()
+    # workspace folder an editor named, without bound, and failed on changes to one it was never sent. Its handlers
+    # are found by name, so these take their places.
+    lsp_text_document__did_open = _ignored(lsp.TEXT_DOCUMENT_DID_OPEN)
+    lsp_text_document__did_change = _ignored(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    lsp_text_document__did_close = _ignored(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    lsp_notebook_document__did_open = _ignored(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
+    lsp_notebook_document__did_change = _ignored(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    lsp_notebook_document__did_close = _ignored(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    lsp_workspace__did_change_workspace_folders = _ignored(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 
     def _send_response(self, msg_id: Any, result: Any = None, error: lsp.ResponseError | None = None) -> None:
         # Every error answer pygls makes passes here: a handler that raised had its traceback sent in `data`.

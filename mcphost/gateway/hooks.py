@@ -232,10 +232,10 @@ class AgentToolGate:
         record.id, record.timestamp = new_record_id(), utc_now()
         durable = await self.activity.write(record)
         if not durable and log.on_failure == "refuse" and answer != DENY:
-            problem = (self.activity.last_error or f"cannot write {self.activity.path}").split("; ")[0]
+            activity = self.activity
             return HookVerdict(
                 DENY,
-                f"mcphost: refused because its record cannot be made durable ({problem}); {self.activity.remedy}",
+                f"mcphost: refused because its record cannot be made durable ({activity.problem}); {activity.remedy}",
                 variant.value,
                 record.id,
             )

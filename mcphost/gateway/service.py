@@ -351,8 +351,6 @@ class Gateway:
             raise self._audit_unavailable(loaded, forwarded=False)
 
     def _audit_unavailable(self, loaded: LoadedConfig, *, forwarded: bool) -> GatewayError:
-        # last_error goes on to say what calls do meanwhile, which the message below says in its own words.
-        problem = (self.activity.last_error or f"cannot write the activity log {self.activity.path}").split("; ")[0]
         fate = (
             "The call ran upstream, but its record could not be made durable, so its result is withheld."
             if forwarded
@@ -361,7 +359,7 @@ class Gateway:
         return GatewayError(
             ErrorCode.AUDIT_UNAVAILABLE,
             f"{fate} mcphost records every call before it lets it through, and the record cannot be made durable: "
-            f"{problem}. {_capitalized(self.activity.remedy)}; "
+            f"{self.activity.problem}. {_capitalized(self.activity.remedy)}; "
             f'calls resume by themselves. [log] on_failure = "continue" in {loaded.path} lets calls run meanwhile, '
             "their records kept in memory.",
             {"log": str(self.activity.path), "forwarded": forwarded},

@@ -12,8 +12,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +118,11 @@ async def test_upstream_errors_and_warnings_reach_stderr(sandbox: Sandbox) -> No
     assert "mcphost: UPSTREAM_ERROR: " in crashed.stderr and "probe" in crashed.stderr
 
 
-def a_write_from_the_terminal(box: Sandbox) -> subprocess.Popen[str]:
-    """`mcphost call tool-write` started as a person's terminal starts it (Popen only forks: wait in a thread)."""
-    return subprocess.Popen(
+@asynccontextmanager
+async def a_write_waiting_for_a_person(box: Sandbox, ed: Any) -> AsyncIterator[subprocess.Popen[str]]:
+    """`mcphost call tool-write` started as a person's terminal starts it (Popen only forks: wait in a thread), once
+    its prompt is in the editor `ed`; killed at the end if it still runs."""
+    process = subprocess.Popen(  # noqa: ASYNC220 (Popen only forks; the waits are in threads)
         [sys.executable, "-m", "mcphost", "call", "tool-write", "probe:plain_echo", "--args", '{"text": "x"}'],
         env={**os.environ, **box.env()},
         stdin=subprocess.DEVNULL,
@@ -131,6 +133,14 @@ def a_write_from_the_terminal(box: Sandbox) -> subprocess.Popen[str]:
         # the terminal's Ctrl-C these tests stand for is a default handler.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    try:
+        async with asyncio.timeout(30):
+            await ed.prompted.wait()
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 @pytest.mark.parametrize(
@@ -150,20 +160,13 @@ async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
 ) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        process = a_write_from_the_terminal(sandbox)
-        try:
-            async with asyncio.timeout(30):
-                await ed.prompted.wait()
+        async with a_write_waiting_for_a_person(sandbox, ed) as process:
             await asyncio.sleep(1)  # still waiting: the call has no read timeout
             assert process.poll() is None
             process.send_signal(signum)
             _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=10))
             async with asyncio.timeout(10):
                 await ed.withdrawn.wait()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         await poll(lambda: sandbox.tool_calls(), "the cancelled call's record")
     assert process.returncode == code, err
     assert said is None or f"{said}; the call was withdrawn" in err
@@ -175,10 +178,7 @@ async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
 async def test_a_call_cut_short_while_the_daemon_is_stopped_is_withdrawn_once_it_runs_again(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        process = a_write_from_the_terminal(sandbox)
-        try:
-            async with asyncio.timeout(30):
-                await ed.prompted.wait()
+        async with a_write_waiting_for_a_person(sandbox, ed) as process:
             d.process.send_signal(signal.SIGSTOP)  # hung: nothing it could answer
             try:
                 process.send_signal(signal.SIGINT)
@@ -188,10 +188,6 @@ async def test_a_call_cut_short_while_the_daemon_is_stopped_is_withdrawn_once_it
                 d.process.send_signal(signal.SIGCONT)
             async with asyncio.timeout(10):
                 await ed.withdrawn.wait()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         await poll(lambda: sandbox.tool_calls(), "the cancelled call's record")
     assert process.returncode == 130, err
     assert "interrupted; the call was withdrawn" in err
