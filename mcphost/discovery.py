@@ -98,8 +98,8 @@ def remove(path: Path) -> None:
 def running() -> list[dict[str, Any]]:
     """Daemons whose files can be trusted and whose process is alive; files left by dead ones are removed."""
     found: list[dict[str, Any]] = []
-    directory = runtime_dir()
     try:
+        directory = runtime_dir()
         dir_fd = _open_dir(directory)
     except FileNotFoundError:
         return found
@@ -466,6 +466,41 @@ def same_user(sock: socket.socket) -> bool:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     uid: int = struct.unpack("3i", creds)[1]
     return uid == os.getuid()
+
+
+NOT_LISTED = -1  # `tcp_peer_uid`: the kernel's table is there and lists no such connection
+
+
+def tcp_peer_uid(sock: socket.socket) -> int | None:
+    """The uid that owns the other end of a connected loopback TCP socket, as the kernel's socket tables say
+    (/proc/net/tcp, tcp6): the entry whose local address is our peer and whose remote address is us is the end the
+    listener accepted, which takes the listener's owner. NOT_LISTED when the table has no such entry; None where
+    there is no table to ask (not Linux).
+
+    A port on loopback proves nothing of who listens there: once a daemon lets go of its port (it stops, it dies),
+    any local user may bind it, and a command that still trusts the daemon's file would hand that listener the
+    agents' token and the call. A Unix socket says as much through SO_PEERCRED (`same_user`); TCP says it here."""
+    family = sock.family
+    table = "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp"
+    peer, here = sock.getpeername(), sock.getsockname()
+    theirs, ours = _proc_net_address(family, peer[0], peer[1]), _proc_net_address(family, here[0], here[1])
+    try:
+        with open(table, encoding="ascii", errors="replace") as entries:  # noqa: PTH123 (one read)
+            next(entries, None)  # the header
+            for line in entries:
+                fields = line.split()
+                if len(fields) > 7 and fields[1] == theirs and fields[2] == ours:
+                    return int(fields[7]) if fields[7].isdigit() else NOT_LISTED
+    except OSError:
+        return None
+    return NOT_LISTED
+
+
+def _proc_net_address(family: int, host: str, port: int) -> str:
+    """`host:port` as /proc/net/tcp writes it: the address's 32-bit words in the machine's byte order, in hex."""
+    packed = socket.inet_pton(family, host)
+    words = struct.unpack(f"={len(packed) // 4}I", packed)
+    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
 
 
 def socket_is_ours(path: Path) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -29,6 +30,8 @@ def data_dir() -> Path:
 
 
 def runtime_dir() -> Path:
+    """`$MCPHOST_RUNTIME_DIR`, else the platform's user runtime dir. Raises UnsafeDirectory when platformdirs
+    refuses its own fallback (XDG_RUNTIME_DIR unset, and /tmp/runtime-UID made by another user)."""
     env = os.environ.get("MCPHOST_RUNTIME_DIR")
     if env:
         return Path(env).expanduser()
@@ -37,7 +40,13 @@ def runtime_dir() -> Path:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir(APP_NAME))
+        try:
+            return Path(platformdirs.user_runtime_dir(APP_NAME))
+        except PermissionError as exc:
+            raise UnsafeDirectory(
+                f"refusing the runtime dir: {exc}; or set MCPHOST_RUNTIME_DIR to a directory only you can use"
+                " (mode 0700)"
+            ) from None
 
 
 class UnsafeDirectory(Exception):
@@ -87,3 +96,41 @@ def ensure_private_dir(path: Path) -> Path:
     """Create a directory readable only by the user (it holds the audit log, tokens, the demo database)."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this mode is, in words, for one that is not the regular file expected."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600, *, devices: bool = False) -> int:
+    """A descriptor of the regular file at `path` (`flags` as for os.open). A FIFO put in a file's place would hold
+    an open for reading, and then every read and write, until another process opened its other end: a daemon stuck
+    there ignores SIGTERM. So the open does not block, and anything but a regular file is refused with an OSError
+    whose strerror says what it is (FileNotFoundError as os.open raises it). `devices`: a character device is taken
+    too, for a writer (/dev/full writes fail at once, as a full disk's do); a reader of /dev/zero would never end."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        found = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(found) or (devices and stat.S_ISCHR(found))):
+            raise OSError(errno.EINVAL, f"it is {kind_of(found)}, not a regular file", str(path))
+        os.set_blocking(fd, True)  # what a plain open gives: the flag was for the open only
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at `path` (`open_regular`'s refusals, or any OSError of the read)."""
+    fd = open_regular(path)
+    with open(fd, "rb", closefd=True) as f:  # noqa: PTH123 (an fd, not a path)
+        return f.read()

@@ -252,7 +252,9 @@ async def _socket_path(directory: Path, name: str) -> AsyncIterator[Path]:
     try:
         yield path
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        # Gone, or its directory taken away (renamed, made unwritable): nothing left here to clean, and no traceback
+        # on the way out.
+        with contextlib.suppress(OSError):
             path.unlink()
         if private is not None:
             with contextlib.suppress(OSError):

@@ -8,14 +8,20 @@ from typing import Any
 
 import orjson
 
-from mcphost.activity.redact import redact, redact_head
+from mcphost.activity.redact import mended, redact, redact_head
 
 PREVIEW_MARGIN = 16384
 
 
 def cut_utf8(text: str, limit: int) -> str:
-    """At most `limit` bytes of `text` as UTF-8, never splitting a character, marked when cut."""
-    data = text.encode("utf-8")
+    """At most `limit` bytes of `text` as UTF-8, never splitting a character, marked when cut. A lone surrogate
+    (an upstream's JSON may write one as an escape) is U+FFFD here, as it would be in the record anyway: it has no
+    UTF-8, and its encoding error once failed the call whose answer held it, after the tool had run."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = mended(text)
+        data = text.encode("utf-8")
     if len(data) <= limit:
         return text
     return data[: max(0, limit - 3)].decode("utf-8", "ignore") + "…"

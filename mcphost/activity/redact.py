@@ -709,7 +709,8 @@ def valid_text(text: str) -> bool:
     return True
 
 
-def _valid(text: str) -> str:
+def mended(text: str) -> str:
+    """`text` with each lone surrogate made U+FFFD, as every string of a record is written."""
     if text.isascii() or valid_text(text):
         return text
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
@@ -728,7 +729,7 @@ def _clean(text: str) -> str:
     found = _clean_memo.get(text)
     if found is not None:
         return found
-    clean = redact_text(_valid(text))
+    clean = redact_text(mended(text))
     if len(text) <= _CLEAN_MEMO_MAX_CHARS:
         if len(_clean_memo) >= _CLEAN_MEMO_ENTRIES:
             _clean_memo.clear()

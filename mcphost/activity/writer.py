@@ -35,6 +35,7 @@ import anyio.to_thread
 
 from mcphost.activity.reader import rotated_path
 from mcphost.activity.record import ActivityRecord, CallRecord
+from mcphost.paths import open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +322,9 @@ class ActivityLog:
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # Not a FIFO (the readers refuse one too): in the log's place it took the daemon's loop with the first write
+            # its pipe could not hold, past SIGTERM.
+            self._fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, devices=True)
         return self._fd
 
     def _close_fd(self) -> None:
@@ -383,7 +386,10 @@ class ActivityLog:
                 f"or set {rotation}"
             )
         else:
-            self._remedy = f"make {self.path} a file this user can write (not a directory, not read-only or immutable)"
+            self._remedy = (
+                f"make {self.path} a file this user can write (not a directory or a named pipe, not read-only or "
+                "immutable)"
+            )
         if self.settings.on_failure == "refuse":
             consequence = f"calls are refused (AUDIT_UNAVAILABLE) until it can be written again: {self._remedy}"
         else:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from mcphost.cli.common import INIT_HINT, add_output_flag, load_or_exit, print_json
-from mcphost.paths import config_path
+from mcphost.paths import config_path, read_regular
 
 # Each action imports what it runs: `config path` needs no pydantic, `show` and `validate` need the models.
 
@@ -73,7 +74,7 @@ def _from_daemon(path: Path) -> dict[str, Any] | None:
     if info is None or not info.get("editor_socket"):
         return None
     try:
-        data: bytes | None = path.read_bytes()
+        data: bytes | None = read_regular(path)
     except FileNotFoundError:
         data = None
     except OSError:
@@ -103,12 +104,17 @@ def _toml_ready(value: Any) -> Any:
 
 def run_validate(args: argparse.Namespace) -> int:
     from mcphost.config import ConfigError
-    from mcphost.config.loader import parse_config_bytes
+    from mcphost.config.loader import dangling_link, parse_config_bytes
 
     path = Path(args.file) if args.file else config_path(args.config)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
+        dangling = dangling_link(path)
+        if dangling is not None:
+            # What `serve` and every command refuse is no config in force, and no valid one.
+            print(f"mcphost: {path}: {dangling}", file=sys.stderr)
+            return 1
         if args.file:
             print(f"mcphost: {path}: no such file", file=sys.stderr)
             return 1
@@ -130,16 +136,25 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from mcphost.config.loader import dangling_link
     from mcphost.config.starter import SCHEMA_FILE, starter_config
     from mcphost.schemas import config_schema, render
 
     path = Path(args.file) if args.file else config_path(args.config)
+    dangling = dangling_link(path)
+    if dangling is not None:
+        # The link is the person's too: init would write wherever it points, or fail on it.
+        print(f"mcphost: {path}: {dangling}", file=sys.stderr)
+        return 1
     if path.exists():
         # The person's file is theirs: never overwritten, not even by init.
         print(f"mcphost: {path} already exists; edit it, or remove it first to start over", file=sys.stderr)
         return 1
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("x", encoding="utf-8") as f:
+    # Owner-only: the file is where an upstream's token goes (its env, its Authorization header).
+    with os.fdopen(
+        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), "w", encoding="utf-8"
+    ) as f:
         f.write(starter_config(sys.executable))
     (path.parent / SCHEMA_FILE).write_text(render(config_schema()), encoding="utf-8")
     print(f"wrote {path}")

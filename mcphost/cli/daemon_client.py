@@ -21,6 +21,7 @@ import contextlib
 import http.client
 import itertools
 import json
+import os
 import signal
 import socket
 import threading
@@ -29,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcphost import __version__
-from mcphost.discovery import is_loopback_url
+from mcphost.discovery import NOT_LISTED, is_loopback_url, tcp_peer_uid
 
 PROTOCOL_VERSION = "2025-06-18"
 # The revision of a call in one exchange, without a session; its client cancels a call by closing the connection.
@@ -236,6 +237,16 @@ class McpSession:
                 conn.close()
                 raise DaemonError(f"cannot reach the daemon at {self.url}: {_reason(exc)}", sent=False) from None
             assert conn.sock is not None
+            owner = tcp_peer_uid(conn.sock)
+            if owner is not None and owner != os.getuid():
+                conn.close()
+                whose = "no process this user can see" if owner == NOT_LISTED else f"uid {owner}"
+                raise DaemonError(
+                    f"refusing to send the agents' token to {self.url}: that port is held by {whose}, not by you "
+                    "(the daemon that announced it has stopped, and another user's program took its port); "
+                    "`mcphost status` shows the daemons running",
+                    sent=False,
+                )
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._conn = conn
         assert self._conn.sock is not None

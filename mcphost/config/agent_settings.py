@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcphost.config.state import write_atomically
+from mcphost.paths import read_regular
 
 # Seconds an agent waits for the hook: long enough for a person to answer an editor prompt (VS Code's own default,
 # 30 s, would cut the prompt short and let the call through).
@@ -125,7 +126,7 @@ def _holds(entry: Any, command: str) -> bool:
 
 def read_settings(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:

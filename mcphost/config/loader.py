@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mcphost.config.models import Config
-from mcphost.paths import config_path
+from mcphost.paths import config_path, read_regular
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
     `mcphost.demo.default`'s). Raises ConfigError."""
     path = config_path(override)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         dangling = dangling_link(path)
         if dangling is not None:

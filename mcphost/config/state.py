@@ -16,7 +16,7 @@ from typing import Any
 
 import tomli_w
 
-from mcphost.paths import data_dir
+from mcphost.paths import data_dir, read_regular
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def read_state(path: Path | None = None) -> dict[str, Any]:
     """The state as a dict; a missing file is empty state, an unreadable one is reported and treated as empty."""
     target = path or state_path()
     try:
-        return tomllib.loads(target.read_text(encoding="utf-8"))
+        return tomllib.loads(read_regular(target).decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -29,6 +29,7 @@ import anyio
 
 from mcphost.config import dirwatch
 from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, dangling_link, parse_config_bytes
+from mcphost.paths import read_regular
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ _Snapshot = bytes | None | _Unreadable
 
 def _read(path: Path) -> _Snapshot:
     try:
-        return path.read_bytes()
+        return read_regular(path)
     except FileNotFoundError:
         dangling = dangling_link(path)
         return None if dangling is None else _Unreadable(dangling)

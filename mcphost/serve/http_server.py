@@ -456,12 +456,21 @@ async def serve_http(
             http=protocol,
         )
     )
-    # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
-    server.on_exit = lambda: host.broker.close("mcphost is shutting down")
+    announced: list[Path] = []
+
+    def stopping() -> None:
+        # The file goes first, before uvicorn lets go of the port: once it is free, any local user may bind it, and
+        # a command that still found the file would send that listener the agents' token (the commands also check
+        # whose the listener is, `discovery.tcp_peer_is_ours`).
+        for path in announced:
+            discovery.remove(path)
+        # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.
+        host.broker.close("mcphost is shutting down")
+
+    server.on_exit = stopping
     # A signal that lands before uvicorn installs its own handlers must still end us through cleanup.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, server.handle_exit)
-    announced: list[Path] = []
 
     async def announce_when_listening() -> None:
         # The discovery file promises a working endpoint, so it appears only once uvicorn has started.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import tomllib
 
 from mcphost import __version__
@@ -141,12 +142,26 @@ def test_config_init_writes_a_valid_commented_starter_that_runs_the_todo_server(
     assert text.startswith("#:schema ./config.schema.json") and "# A stdio server:" in text
     schema = json.loads((sandbox.root / "config.schema.json").read_text(encoding="utf-8"))
     assert schema["$id"].endswith("config.schema.json")
+    # Where an upstream's token goes (its env, its Authorization header): the person's alone.
+    assert stat.S_IMODE(sandbox.config.stat().st_mode) == 0o600
     assert mcphost(sandbox, "config", "validate").returncode == 0
     listed = mcphost(sandbox, "call", "tool-read", "todo:list_tasks")
     assert listed.returncode == 0, listed.stderr  # no token in the file: the server acts for the local user
     again = mcphost(sandbox, "config", "init")
     assert again.returncode == 1 and "already exists" in again.stderr
     assert sandbox.config.read_text(encoding="utf-8") == text, "init never overwrites the person's file"
+
+
+def test_a_config_link_that_leads_nowhere_is_neither_valid_nor_written_through(sandbox: Sandbox) -> None:
+    # What every other command refuses (the person's policy is gone, not absent) validate called valid, and init
+    # died of with a traceback.
+    sandbox.config.symlink_to(sandbox.root / "dotfiles" / "mcphost.toml")
+    for command in ("validate", "init"):
+        result = mcphost(sandbox, "config", command)
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "is a symlink to" in result.stderr and "which does not exist" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and "valid" not in result.stdout
+    assert not (sandbox.root / "dotfiles").exists()
 
 
 def test_config_schema_prints_the_published_schema(sandbox: Sandbox) -> None:

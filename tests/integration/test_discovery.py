@@ -374,3 +374,26 @@ def test_grants_list_and_revoke_say_which_daemon_could_not_be_asked(sandbox: San
     assert as_json.returncode == 1 and json.loads(as_json.stdout)["unanswered"][0]["pid"] == pid
     assert revoked.returncode == 1 and "may still be in force" in revoked.stderr
     assert json.loads(revoked.stdout)["unanswered"][0]["pid"] == pid
+
+
+def test_a_runtime_dir_platformdirs_will_not_give_is_refused_with_the_fix_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    # XDG_RUNTIME_DIR unset (ssh without a login manager, cron, a container), and /tmp/runtime-UID made by another
+    # user first: platformdirs refuses its own fallback, and every command once died of it with a traceback.
+    import platformdirs
+
+    from mcphost.paths import UnsafeDirectory, private_runtime_dir
+
+    def refuse(*_: Any, **__: Any) -> str:
+        raise PermissionError("runtime directory /tmp/runtime-1000 is owned by uid 1002; set XDG_RUNTIME_DIR instead")
+
+    monkeypatch.delenv("MCPHOST_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(platformdirs, "user_runtime_dir", refuse)
+    assert discovery.running() == []
+    said = capsys.readouterr().err
+    assert "refusing the runtime dir: runtime directory /tmp/runtime-1000 is owned by uid 1002" in said, said
+    assert "MCPHOST_RUNTIME_DIR" in said
+    with pytest.raises(UnsafeDirectory, match="set XDG_RUNTIME_DIR instead; or set MCPHOST_RUNTIME_DIR"):
+        private_runtime_dir()
+    assert discovery.claimant(Path("config.toml")) is None

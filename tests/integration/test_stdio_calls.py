@@ -550,3 +550,27 @@ async def test_an_odd_request_gets_the_same_answer_either_way(
         assert "result" in await raw.answer_to(SHORTCUT_ID, timeout=30)
     if door != "relay":
         assert "odd" not in taken.read_text().splitlines()
+
+
+@pytest.mark.parametrize("door", ["--in-process", "relay"])
+async def test_a_write_whose_answer_holds_a_lone_surrogate_is_a_success_on_record_and_in_the_agents_hands(
+    sandbox: Sandbox, door: str, tmp_path: Path
+) -> None:
+    # JSON lets an upstream write "\ud800"; the tool ran. The answer's preview once failed to encode it, and the agent
+    # was told UPSTREAM_ERROR for a write that had happened: it might have made it again.
+    hostile = Hostile(tmp_path)
+    sandbox.write_config('[permissions]\nread = "allow"\nwrite = "allow"\n\n' + hostile.toml())
+    async with contextlib.AsyncExitStack() as stack:
+        raw = await opened(stack, sandbox, door, modern=False)
+        arguments = {
+            "name": "hostile:malformed",
+            "args": {"result": {"content": []}, "unpaired": True},
+            "intent": {"operation_type": "write"},
+        }
+        await raw.send_line(call_line(7, "call_tool_write", arguments))
+        answer = await raw.answer_to(7, timeout=30)
+    assert answer["result"]["isError"] is False, answer
+    assert answer["result"]["content"][0]["text"] == "done \ud800 here"
+    [record] = sandbox.tool_calls()
+    assert record["status"] == "success", record
+    assert record["response_preview"] == "done \ufffd here", record

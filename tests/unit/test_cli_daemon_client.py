@@ -19,7 +19,7 @@ import pytest
 from mcphost.cli import channel as editor_channel
 from mcphost.cli import daemon_client
 from mcphost.cli.daemon_client import DaemonError, McpSession
-from mcphost.discovery import NoDaemon
+from mcphost.discovery import NoDaemon, tcp_peer_uid
 
 Reply = Callable[["Handler", dict[str, Any]], None]
 
@@ -453,3 +453,42 @@ def test_config_show_takes_the_daemons_config_only_when_it_read_the_file_as_it_i
         assert shown == {**answer, "path": str(path)}, "the file named as this command names it"
     else:
         assert shown is None
+
+
+# ---- whose the listener is
+
+
+def test_the_uid_behind_a_loopback_connection_is_read_from_the_kernels_table() -> None:
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            listener = socket.socket(family)
+            listener.bind((host, 0))
+        except OSError:
+            continue  # no IPv6 loopback here
+        listener.listen()
+        with listener, socket.create_connection((host, listener.getsockname()[1])) as conn:
+            assert tcp_peer_uid(conn) in (os.getuid(), None)  # None: no /proc/net/tcp to ask (not Linux)
+
+
+@pytest.mark.skipif(not hasattr(os, "seteuid") or os.geteuid() != 0, reason="a socket of another user takes root")
+def test_a_port_another_user_holds_gets_no_token_and_no_call() -> None:
+    # As when a daemon has stopped and another user's program bound its port before the discovery file was gone.
+    os.seteuid(65534)
+    try:
+        listener = socket.socket()  # the socket's owner is who made it
+    finally:
+        os.seteuid(0)
+    with listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        # Not accepted until the command is done: an accept takes the accepting process's user (root's, here).
+        with pytest.raises(DaemonError) as info:
+            McpSession(url, {"Authorization": "Bearer secret-agents-token"}).open()
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(5)
+            received = conn.recv(65536)
+    assert info.value.sent is False
+    assert "that port is held by uid 65534, not by you" in str(info.value)
+    assert received == b"", received  # the connection, closed: not a byte of the request
