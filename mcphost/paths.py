@@ -67,6 +67,16 @@ def private_dir_problem(info: os.stat_result) -> str | None:
     return None
 
 
+def writable_by_others(info: os.stat_result) -> str | None:
+    """Why a file with this `stat` may hold what another user wrote, or None: it must be this user's, and no one
+    else's to write."""
+    if info.st_uid != os.geteuid():
+        return f"it belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
+    if info.st_mode & 0o022:
+        return f"it has mode {stat.S_IMODE(info.st_mode):04o}, so other users can write it"
+    return None
+
+
 def refusal(path: Path, problem: str) -> str:
     """The message for a runtime dir that cannot be trusted, with the fix that applies."""
     elsewhere = "set MCPHOST_RUNTIME_DIR to a directory only you can use (mode 0700)"

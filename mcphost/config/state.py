@@ -16,7 +16,7 @@ from typing import Any
 
 import tomli_w
 
-from mcphost.paths import data_dir, read_regular
+from mcphost.paths import data_dir, open_regular, writable_by_others
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +28,23 @@ def state_path() -> Path:
 
 
 def read_state(path: Path | None = None) -> dict[str, Any]:
-    """The state as a dict; a missing file is empty state, an unreadable one is reported and treated as empty."""
+    """The state as a dict; a missing file is empty state, an unreadable one is reported and treated as empty, and
+    so is one another user wrote or could have written: its "always" grants would let calls through unasked (a
+    grant's fingerprint is made from public tool definitions), so they count only from a file of this user's own."""
     target = path or state_path()
     try:
-        return tomllib.loads(read_regular(target).decode("utf-8"))
+        fd = open_regular(target)
+        with open(fd, "rb", closefd=True) as f:  # noqa: PTH123 (an fd, not a path)
+            problem = writable_by_others(os.fstat(fd))
+            if problem is not None:
+                logger.warning(
+                    "ignoring the state file %s: %s; the approvals remembered in it are not applied (remove the file,"
+                    " or make it yours alone: chmod 600)",
+                    target,
+                    problem,
+                )
+                return {}
+            return tomllib.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -82,6 +83,30 @@ def test_always_grants_persist_in_an_owner_only_state_file(tmp_path: Path) -> No
     # A new daemon sees the always grant, not the other daemon's session grant.
     fresh = GrantStore(path)
     assert [(g.scope, g.tool) for g in fresh.all()] == [("always", "add")]
+
+
+@pytest.mark.parametrize("planted", ["writable by others", "another user's"])
+def test_always_grants_count_only_from_a_state_file_of_the_users_own(
+    tmp_path: Path, planted: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A grant's fingerprint is made from public tool definitions: anyone who can put a state file in the data dir
+    # (one shared by mistake) could let calls through unasked.
+    path = tmp_path / "state.toml"
+    GrantStore(path).add(grant("always"))
+    if planted == "writable by others":
+        path.chmod(0o666)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user takes root")
+        os.chown(path, 65534, 65534)
+    store = GrantStore(path)
+    assert store.lookup(None, "todo", "add", "call_tool_write", FP).grant is None
+    assert store.all() == []
+    assert f"ignoring the state file {path}" in caplog.text and "chmod 600" in caplog.text
+    # The next grant made here replaces the file with one of the user's own.
+    store.add(grant("always", tool="other"))
+    assert [g.tool for g in GrantStore(path).all()] == ["other"]
+    assert path.stat().st_uid == os.geteuid() and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_a_revoke_by_another_process_is_seen_at_the_next_lookup(tmp_path: Path) -> None:
