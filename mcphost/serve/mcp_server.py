@@ -439,9 +439,15 @@ class DirectCalls:
             return False
 
         async def run(cut: CallCut) -> None:
-            # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered.
+            # Cancelled (the agent's notifications/cancelled, or the session's end), the call ends here unanswered;
+            # cut by the host stopping under an agent still there, it is answered with why.
             try:
                 data, encodings = await call_answer(self._gateway, name, arguments, context())
+            except asyncio.CancelledError:
+                if cut.why is not None:
+                    error = {"code": INTERNAL_ERROR, "message": f"tools/call: {cut.why}"}
+                    await self._send(response_line(request_id, "error", error), answers=request_id, ok=False)
+                raise
             finally:
                 self._running.pop(key, None)
             kind, answer = wire(data)

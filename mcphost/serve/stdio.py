@@ -45,6 +45,11 @@ logger = logging.getLogger(__name__)
 
 # How deep pydantic-core's JSON parser goes (brackets in the whole message, JSON-RPC envelope included).
 PARSER_DEPTH = 200
+# What a call cut short by a shutdown signal is answered (the agent's own cancellation is answered with nothing).
+STOPPED = (
+    "mcphost was stopped (a shutdown signal) during this call, which is on record as cancelled. It may or may not "
+    "have reached the upstream server: check before repeating a write."
+)
 
 # What `Outbox.put` is told of a line that answers no request of the agent's.
 NOT_AN_ANSWER: Any = object()
@@ -288,7 +293,7 @@ async def session_streams(
     async def _pump_stdin() -> None:
         # The shortcut's calls end (cut short, or answered with `answer_after_eof`) before `to_server` closes: the
         # session's end.
-        calls = _Calls()
+        calls = _Calls(stop)
 
         def offer(line: bytes) -> bool:
             """Whether `line` is done with here: blank, or taken by the shortcut (its call started)."""
@@ -382,8 +387,9 @@ class _Calls:
     anyio cancel scope per call, whose enter and exit (the task's state made, looked up and dropped) cost the busiest
     path more than the rest of its bookkeeping."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: anyio.Event | None = None) -> None:
         self._running: dict[asyncio.Task[None], CallCut] = {}
+        self._stop = stop
 
     def start(self, call: CallCut) -> None:
         task = call.task = asyncio.get_running_loop().create_task(self._run(call))
@@ -404,8 +410,11 @@ class _Calls:
                 del self._running[call.task]
 
     def cancel(self) -> None:
+        # A signal stops the host under an agent that is still there: each call it cuts is answered with why. The agent
+        # gone (its input ended), there is no one to answer.
+        why = STOPPED if self._stop is not None and self._stop.is_set() else None
         for call in self._running.values():
-            call.cancel()
+            call.cancel(why)
 
     async def __aenter__(self) -> _Calls:
         return self
@@ -435,13 +444,15 @@ class CallCut:
     the same read as its request), it is cut as it starts, at its first wait: the gateway records it as cancelled,
     as it does any call cut short."""
 
-    __slots__ = ("cut", "job", "started", "task")
+    __slots__ = ("cut", "job", "started", "task", "why")
 
     def __init__(self, job: Job | None = None) -> None:
         self.job = job
         self.task: asyncio.Task[Any] | None = None
         self.started = False
         self.cut = False
+        # Why the host cut it, when not the agent: the agent, still there, is owed an answer that says so.
+        self.why: str | None = None
 
     @classmethod
     def of_current(cls) -> CallCut:
@@ -455,10 +466,10 @@ class CallCut:
         cut.task, cut.started = task, True
         return cut
 
-    def cancel(self) -> None:
+    def cancel(self, why: str | None = None) -> None:
         if self.cut:
             return
-        self.cut = True
+        self.cut, self.why = True, why
         if self.started and self.task is not None:
             self.task.cancel()
 

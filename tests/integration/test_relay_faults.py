@@ -217,8 +217,12 @@ async def test_a_signal_ends_mcphost_mcp_and_the_upstream_blocked_in_a_call(sand
     async with raw_agent(sandbox, "--in-process") as raw:
         await raw.initialize()
         await stop_during_a_blocked_call(sandbox, raw, signum)
+        answer = await raw.answer_to("block", timeout=5)
     assert "Traceback" not in raw.stderr, raw.stderr
     assert signal.Signals(signum).name in raw.stderr
+    # The agent is still there: told why its call ended, not left waiting on a pipe that closes.
+    assert "mcphost was stopped (a shutdown signal) during this call" in answer["error"]["message"], answer
+    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
 
 
 async def test_sigterm_ends_a_relay_serving_in_process_and_its_upstream(sandbox: Sandbox) -> None:
