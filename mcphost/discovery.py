@@ -78,6 +78,10 @@ def write(
     name, tmp = f"daemon-{pid}.json", f"daemon-{pid}.tmp"
     dir_fd = _open_dir(directory)
     try:
+        # The directory checked by path above may have been swapped since: what is written to is checked again.
+        problem = private_dir_problem(os.fstat(dir_fd))
+        if problem is not None:
+            raise UnsafeDirectory(refusal(directory, problem))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

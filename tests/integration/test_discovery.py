@@ -397,3 +397,18 @@ def test_a_runtime_dir_platformdirs_will_not_give_is_refused_with_the_fix_not_a_
     with pytest.raises(UnsafeDirectory, match="set XDG_RUNTIME_DIR instead; or set MCPHOST_RUNTIME_DIR"):
         private_runtime_dir()
     assert discovery.claimant(Path("config.toml")) is None
+
+
+def test_the_discovery_file_is_not_written_into_a_runtime_dir_swapped_after_its_check(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The path is checked, then opened: a directory others can write that took its place in between gets nothing.
+    from mcphost.paths import UnsafeDirectory
+
+    swapped = tmp_path / "run"
+    swapped.mkdir(mode=0o700)
+    swapped.chmod(0o777)
+    monkeypatch.setattr(discovery, "private_runtime_dir", lambda: swapped)
+    with pytest.raises(UnsafeDirectory, match="other users can plant or swap files in it"):
+        discovery.write(url="http://127.0.0.1:1/mcp", token="secret-token", config_path=str(tmp_path / "c.toml"))
+    assert list(swapped.iterdir()) == []
