@@ -67,12 +67,12 @@ def private_dir_problem(info: os.stat_result) -> str | None:
     return None
 
 
-def writable_by_others(info: os.stat_result) -> str | None:
+def writable_by_others(info: os.stat_result, *, group: bool = True) -> str | None:
     """Why a file with this `stat` may hold what another user wrote, or None: it must be this user's, and no one
-    else's to write."""
+    else's to write (with `group` False, its group may: a user's private group, as umask 002 gives)."""
     if info.st_uid != os.geteuid():
         return f"it belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
-    if info.st_mode & 0o022:
+    if info.st_mode & (0o022 if group else 0o002):
         return f"it has mode {stat.S_IMODE(info.st_mode):04o}, so other users can write it"
     return None
 

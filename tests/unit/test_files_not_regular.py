@@ -104,3 +104,29 @@ def test_a_fifo_as_the_activity_log_refuses_records_and_says_what_is_there(tmp_p
         log.close()
     assert log.last_error is not None and "named pipe (FIFO), not a regular file" in log.last_error
     assert "not a directory or a named pipe" in log.remedy
+
+
+@pytest.mark.parametrize("planted", ["writable by everyone", "another user's"])
+def test_a_config_another_user_could_rewrite_is_loaded_with_a_warning(
+    tmp_path: Path, planted: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[permissions]\nwrite = "allow"\n', encoding="utf-8")
+    if planted == "writable by everyone":
+        path.chmod(0o666)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user takes root")
+        os.chown(path, 65534, 65534)
+    assert load_config(path).exists
+    assert "another user could change what your agents may do" in caplog.text, caplog.text
+
+
+def test_a_config_of_the_users_own_group_is_loaded_without_a_word(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("", encoding="utf-8")
+    path.chmod(0o664)  # umask 002, as on systems that give each user a group of their own
+    load_config(path)
+    assert "another user" not in caplog.text
