@@ -18,6 +18,16 @@ echo "==> installing mcphost and its test tools into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check 'rotel==0.0.1a15' 2>/dev/null ||
   echo "==> rotel cannot be installed here: the OTLP test through a real collector is skipped"
 
+# The end-to-end test's tools (Debian's Chromium, code-server, Node 24: some 700 MB on a fresh machine) are fetched
+# while the Python suite runs: the download waits on the network, the suite on the CPU, and on a new machine the two
+# one after the other took some four minutes more. The test itself (editor-extension/e2e/run.sh) waits for them.
+E2E_TOOLS_PID=""
+if [ "${MCPHOST_SKIP_EXTENSION:-}" != 1 ]; then
+  E2E_TOOLS_LOG=$(mktemp)
+  bash editor-extension/e2e/tools.sh > /dev/null 2> "$E2E_TOOLS_LOG" &
+  E2E_TOOLS_PID=$!
+fi
+
 echo "==> ruff"
 .venv/bin/ruff check mcphost tests bench
 .venv/bin/ruff format --check mcphost tests bench
@@ -36,6 +46,14 @@ fi
 if [ "${MCPHOST_SKIP_EXTENSION:-}" = 1 ]; then
   echo "==> editor-extension: skipped (MCPHOST_SKIP_EXTENSION=1)"
   exit "$status"
+fi
+
+if [ -n "$E2E_TOOLS_PID" ]; then
+  echo "==> editor-extension: the end-to-end test's tools, fetched while the suite ran"
+  # Its outcome is run.sh's to act on (it asks tools.sh again, which finds them in place or says why not).
+  wait "$E2E_TOOLS_PID" || true
+  cat "$E2E_TOOLS_LOG"
+  rm -f "$E2E_TOOLS_LOG"
 fi
 
 echo "==> editor-extension: npm ci, typecheck, lint, unit tests, package"
