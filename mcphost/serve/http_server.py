@@ -461,7 +461,7 @@ async def serve_http(
     def stopping() -> None:
         # The file goes first, before uvicorn lets go of the port: once it is free, any local user may bind it, and
         # a command that still found the file would send that listener the agents' token (the commands also check
-        # whose the listener is, `discovery.tcp_peer_is_ours`).
+        # whose the listener is, `discovery.tcp_peer_uid`).
         for path in announced:
             discovery.remove(path)
         # uvicorn waits for requests in flight before it stops; a call waiting on a prompt must not hold it up.

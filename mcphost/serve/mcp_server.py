@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -446,7 +447,9 @@ class DirectCalls:
             except asyncio.CancelledError:
                 if cut.why is not None:
                     error = {"code": INTERNAL_ERROR, "message": f"tools/call: {cut.why}"}
-                    await self._send(response_line(request_id, "error", error), answers=request_id, ok=False)
+                    # An agent that stopped reading meanwhile gets nothing, and the cancellation goes on as it came.
+                    with contextlib.suppress(Exception):
+                        await self._send(response_line(request_id, "error", error), answers=request_id, ok=False)
                 raise
             finally:
                 self._running.pop(key, None)
