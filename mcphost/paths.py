@@ -141,6 +141,11 @@ def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600, *, dev
 
 def read_regular(path: Path) -> bytes:
     """The bytes of the regular file at `path` (`open_regular`'s refusals, or any OSError of the read)."""
+    return read_regular_as_found(path)[0]
+
+
+def read_regular_as_found(path: Path) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, and the file's `fstat` (whose it is, its mode) from the same descriptor."""
     fd = open_regular(path)
     with open(fd, "rb", closefd=True) as f:  # noqa: PTH123 (an fd, not a path)
-        return f.read()
+        return f.read(), os.fstat(fd)

@@ -458,6 +458,16 @@ def records_of(box: Sandbox, kind: str) -> list[dict[str, Any]]:
 
 
 HOSTILE = TESTS / "servers" / "hostile.py"
+NOBODY = 65534  # the uid of another user, for files and sockets planted by one
+
+
+def give_to_another_user(path: Path) -> None:
+    """Make `path` another user's; the test is skipped where that takes a root this process is not."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user takes root")
+    os.chown(path, NOBODY, NOBODY)
 
 
 class Hostile:

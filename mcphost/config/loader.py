@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mcphost.config.models import Config
-from mcphost.paths import config_path, read_regular, writable_by_others
+from mcphost.paths import config_path, read_regular_as_found, writable_by_others
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
     `mcphost.demo.default`'s). Raises ConfigError."""
     path = config_path(override)
     try:
-        data = read_regular(path)
+        data, found = read_regular_as_found(path)
     except FileNotFoundError:
         dangling = dangling_link(path)
         if dangling is not None:
@@ -244,17 +245,14 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
         return LoadedConfig(default(), path, exists=False)
     except OSError as exc:
         raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")]) from None
-    _warn_if_others_can_change(path)
+    _warn_if_others_can_change(path, found)
     return LoadedConfig(parse_config_bytes(data, path), path, exists=True, sha256=hashlib.sha256(data).hexdigest())
 
 
-def _warn_if_others_can_change(path: Path) -> None:
+def _warn_if_others_can_change(path: Path, found: os.stat_result) -> None:
     """Say so when another user could rewrite the config: the policy of what agents may do would be theirs to set.
     Said, not refused: a shared machine is the person's to judge (and a group of one, as umask 002 gives, is fine)."""
-    try:
-        problem = writable_by_others(path.stat(), group=False)
-    except OSError:
-        return
+    problem = writable_by_others(found, group=False)
     if problem is not None:
         logger.warning(
             "%s: %s; another user could change what your agents may do (chmod 600 %s, and own it)", path, problem, path

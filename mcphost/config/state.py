@@ -16,7 +16,7 @@ from typing import Any
 
 import tomli_w
 
-from mcphost.paths import data_dir, open_regular, writable_by_others
+from mcphost.paths import data_dir, read_regular_as_found, writable_by_others
 
 logger = logging.getLogger(__name__)
 
@@ -33,18 +33,17 @@ def read_state(path: Path | None = None) -> dict[str, Any]:
     grant's fingerprint is made from public tool definitions), so they count only from a file of this user's own."""
     target = path or state_path()
     try:
-        fd = open_regular(target)
-        with open(fd, "rb", closefd=True) as f:  # noqa: PTH123 (an fd, not a path)
-            problem = writable_by_others(os.fstat(fd))
-            if problem is not None:
-                logger.warning(
-                    "ignoring the state file %s: %s; the approvals remembered in it are not applied (remove the file,"
-                    " or make it yours alone: chmod 600)",
-                    target,
-                    problem,
-                )
-                return {}
-            return tomllib.loads(f.read().decode("utf-8"))
+        data, found = read_regular_as_found(target)
+        problem = writable_by_others(found)
+        if problem is not None:
+            logger.warning(
+                "ignoring the state file %s: %s; the approvals remembered in it are not applied (remove the file,"
+                " or make it yours alone: chmod 600)",
+                target,
+                problem,
+            )
+            return {}
+        return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

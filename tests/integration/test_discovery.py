@@ -21,7 +21,7 @@ import anyio.to_thread
 import pytest
 
 from mcphost import discovery
-from tests.helpers import Sandbox, daemon, mcphost, raw_agent
+from tests.helpers import Sandbox, daemon, give_to_another_user, mcphost, raw_agent
 
 
 def discovery_info(box: Sandbox) -> dict[str, object]:
@@ -252,9 +252,7 @@ def test_a_runtime_dir_others_can_write_is_refused_with_how_to_fix_it(sandbox: S
         elif problem == "group-writable":
             run.chmod(0o770)
         else:
-            if os.geteuid() != 0:
-                pytest.skip("giving a directory to another user takes root")
-            os.chown(run, 65534, 65534)
+            give_to_another_user(run)
         daemons, stderr = status_json(sandbox)
         with anyio.from_thread.start_blocking_portal() as portal:
             relay_stderr = portal.call(_mcp_session_stderr, sandbox)

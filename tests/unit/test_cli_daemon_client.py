@@ -20,6 +20,7 @@ from mcphost.cli import channel as editor_channel
 from mcphost.cli import daemon_client
 from mcphost.cli.daemon_client import DaemonError, McpSession
 from mcphost.discovery import NoDaemon, tcp_peer_uid
+from tests.helpers import NOBODY
 
 Reply = Callable[["Handler", dict[str, Any]], None]
 
@@ -473,7 +474,7 @@ def test_the_uid_behind_a_loopback_connection_is_read_from_the_kernels_table() -
 @pytest.mark.skipif(not hasattr(os, "seteuid") or os.geteuid() != 0, reason="a socket of another user takes root")
 def test_a_port_another_user_holds_gets_no_token_and_no_call() -> None:
     # As when a daemon has stopped and another user's program bound its port before the discovery file was gone.
-    os.seteuid(65534)
+    os.seteuid(NOBODY)
     try:
         listener = socket.socket()  # the socket's owner is who made it
     finally:
@@ -490,5 +491,5 @@ def test_a_port_another_user_holds_gets_no_token_and_no_call() -> None:
             conn.settimeout(5)
             received = conn.recv(65536)
     assert info.value.sent is False
-    assert "that port is held by uid 65534, not by you" in str(info.value)
+    assert f"that port is held by uid {NOBODY}, not by you" in str(info.value)
     assert received == b"", received  # the connection, closed: not a byte of the request

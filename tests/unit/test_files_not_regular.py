@@ -21,6 +21,7 @@ from mcphost.config import ConfigError, load_config
 from mcphost.config.agent_settings import SettingsError, read_settings
 from mcphost.config.state import read_state
 from mcphost.config.watcher import Rejected, read_config_file
+from tests.helpers import give_to_another_user
 
 WITHIN_S = 10
 
@@ -115,9 +116,7 @@ def test_a_config_another_user_could_rewrite_is_loaded_with_a_warning(
     if planted == "writable by everyone":
         path.chmod(0o666)
     else:
-        if os.geteuid() != 0:
-            pytest.skip("giving a file to another user takes root")
-        os.chown(path, 65534, 65534)
+        give_to_another_user(path)
     assert load_config(path).exists
     assert "another user could change what your agents may do" in caplog.text, caplog.text
 

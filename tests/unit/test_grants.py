@@ -20,6 +20,7 @@ from mcphost.approval.grants import (
 )
 from mcphost.approval.prompt import GrantMatch
 from mcphost.config.state import read_state
+from tests.helpers import give_to_another_user
 
 FP = tool_fingerprint("Add a task", {"type": "object"}, {"readOnlyHint": False})
 
@@ -96,9 +97,7 @@ def test_always_grants_count_only_from_a_state_file_of_the_users_own(
     if planted == "writable by others":
         path.chmod(0o666)
     else:
-        if os.geteuid() != 0:
-            pytest.skip("giving a file to another user takes root")
-        os.chown(path, 65534, 65534)
+        give_to_another_user(path)
     store = GrantStore(path)
     assert store.lookup(None, "todo", "add", "call_tool_write", FP).grant is None
     assert store.all() == []
