@@ -143,36 +143,37 @@ async def a_write_waiting_for_a_person(box: Sandbox, ed: Any) -> AsyncIterator[s
             process.wait()
 
 
-@pytest.mark.parametrize(
-    ("signum", "said", "code"),
-    [
-        (signal.SIGINT, "interrupted", 130),
-        # A timeout wrapper or an agent ending its child; a closed terminal. Left up, the prompt would run the call,
-        # for nobody, once allowed.
-        (signal.SIGTERM, "ended by SIGTERM", 143),
-        (signal.SIGHUP, "ended by SIGHUP", 129),
-        # Nothing runs in the command: the kernel closes its connection, which the daemon takes as its leaving.
-        (signal.SIGKILL, None, -signal.SIGKILL),
-    ],
-)
-async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
-    sandbox: Sandbox, signum: int, said: str | None, code: int
-) -> None:
+# A timeout wrapper or an agent ending its child; a closed terminal: left up, the prompt would run the call, for
+# nobody, once allowed. SIGKILL: nothing runs in the command; the kernel closes its connection, which the daemon
+# takes as its leaving. (signal, what the command says, its exit status.)
+ENDINGS = [
+    (signal.SIGINT, "interrupted", 130),
+    (signal.SIGTERM, "ended by SIGTERM", 143),
+    (signal.SIGHUP, "ended by SIGHUP", 129),
+    (signal.SIGKILL, None, -signal.SIGKILL),
+]
+
+
+async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
+    # One daemon for every signal (its start is most of the test's time); each call is withdrawn before the next.
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
-        async with a_write_waiting_for_a_person(sandbox, ed) as process:
-            await asyncio.sleep(1)  # still waiting: the call has no read timeout
-            assert process.poll() is None
-            process.send_signal(signum)
-            _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=10))
-            async with asyncio.timeout(10):
-                await ed.withdrawn.wait()
-        await poll(lambda: sandbox.tool_calls(), "the cancelled call's record")
-    assert process.returncode == code, err
-    assert said is None or f"{said}; the call was withdrawn" in err
-    assert "Traceback" not in err
-    assert ed.cancelled == [ed.prompts[0]["id"]]
-    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
+        for turn, (signum, said, code) in enumerate(ENDINGS):
+            ed.prompted.clear()
+            ed.withdrawn.clear()
+            async with a_write_waiting_for_a_person(sandbox, ed) as process:
+                await asyncio.sleep(1 if turn == 0 else 0.2)  # still waiting: the call has no read timeout
+                assert process.poll() is None
+                process.send_signal(signum)
+                _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=10))
+                async with asyncio.timeout(10):
+                    await ed.withdrawn.wait()
+            await poll(lambda n=turn: len(sandbox.tool_calls()) > n, "the cancelled call's record")
+            assert process.returncode == code, (signum, err)
+            assert said is None or f"{said}; the call was withdrawn" in err, (signum, err)
+            assert "Traceback" not in err
+            assert ed.cancelled == [prompt["id"] for prompt in ed.prompts], signum
+            assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"] * (turn + 1), signum
 
 
 async def test_a_call_cut_short_while_the_daemon_is_stopped_is_withdrawn_once_it_runs_again(sandbox: Sandbox) -> None:
@@ -221,43 +222,47 @@ async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sa
     assert not (sandbox.data / "state.toml").exists(), "a session grant never reaches the state file"
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["status"],
-        ["grants", "list"],
-        ["config", "show"],
-        ["config", "show", "-o", "json"],
-        ["call", "tool-read", "probe:read_notes"],
-        ["call", "tool-read", "probe:wipe_notes", "-o", "json"],
-        ["tools", "notes"],
-        ["log", "tail"],
-        ["activity", "list"],
-    ],
-)
-async def test_a_command_asking_the_daemon_imports_only_what_it_runs(sandbox: Sandbox, argv: list[str]) -> None:
+# The commands that ask a daemon.
+ASKING = [
+    ["status"],
+    ["grants", "list"],
+    ["config", "show"],
+    ["config", "show", "-o", "json"],
+    ["call", "tool-read", "probe:read_notes"],
+    ["call", "tool-read", "probe:wipe_notes", "-o", "json"],
+    ["tools", "notes"],
+    ["log", "tail"],
+    ["activity", "list"],
+]
+
+
+async def test_a_command_asking_the_daemon_imports_only_what_it_runs(sandbox: Sandbox) -> None:
     sandbox.write_config(sandbox.probe_server())
-    probe = (
-        "import json, sys\n"
-        "from mcphost.cli import main\n"
-        f"code = main({argv!r})\n"
-        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)\n"
-    )
-    async with daemon(sandbox):
-        done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(
-                [sys.executable, "-c", probe],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env={**os.environ, **sandbox.env()},
-                check=False,
-            )
+
+    def imported(argv: list[str]) -> tuple[list[str], str]:
+        probe = (
+            "import json, sys\n"
+            "from mcphost.cli import main\n"
+            f"code = main({argv!r})\n"
+            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)\n"
         )
-    loaded = json.loads(done.stderr.strip().splitlines()[-1])
-    assert loaded == [], f"{argv} imported {loaded}"
-    if argv[0] in ("call", "tools"):
-        assert "this process" not in done.stderr, "it went through the daemon"
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **sandbox.env()},
+            check=False,
+        )
+        return json.loads(done.stderr.strip().splitlines()[-1]), done.stderr
+
+    # One daemon for every command (its start would be most of each one's time).
+    async with daemon(sandbox):
+        for argv in ASKING:
+            loaded, stderr = await anyio.to_thread.run_sync(imported, argv)
+            assert loaded == [], f"{argv} imported {loaded}"
+            if argv[0] in ("call", "tools"):
+                assert "this process" not in stderr, f"{argv} went through the daemon"
 
 
 async def test_config_show_is_the_daemons_while_it_runs_on_the_file_as_it_is_and_the_files_once_it_changed(
