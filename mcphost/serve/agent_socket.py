@@ -31,7 +31,7 @@ from mcphost.activity.reader import loads_exact
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
 from mcphost.pipes import MAX_LINE, Peeker, TappedReader, dump_line, owner_only_fd_socket, valid_id
-from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, Ledger, is_private
+from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, Ledger, is_private, owed_read
 from mcphost.serve.mcp_server import DirectCalls, build_server
 from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, parse_line, rejected_id, session_streams
 
@@ -95,6 +95,9 @@ async def agent_socket(gateway: Gateway) -> AsyncIterator[Path]:
                 out.give_up()
             if agent_done:
                 _tell_relay(writer, {"mcphost-eof": True})
+            # Here, every call the session took has ended, and is on record (cut short: as cancelled); a daemon that
+            # dies never gets here, and the relay then records the reads it was owed.
+            _tell_relay(writer, {"mcphost-recorded": True})
             writer.close()
 
     directory = ensure_private_dir(runtime_dir())
@@ -266,7 +269,8 @@ def _taken(lines: list[bytes]) -> tuple[list[list[Any]], list[str]]:
             method, request_id = message.get("method"), message.get("id")
             if isinstance(method, str) and ("id" not in message or valid_id(request_id)):
                 if "id" in message:
-                    take.append([request_id, method])
+                    read = owed_read(message) if method == "tools/call" else None
+                    take.append([request_id, method] if read is None else [request_id, method, read])
                 if method in _HANDSHAKE:
                     raw.append(line.decode("utf-8"))
                 continue

@@ -82,7 +82,8 @@ def is_private(request_id: Any) -> bool:
 class Note:
     """What the daemon tells the relay of the agent's stdout: `answered` (a request's answer is in the pipe), or
     `writing` / `written` (a long line is under way, or done); with stdin handed over too, `eof` (the agent closed
-    its input and every request was answered) and `drain` (the ledger is full: read it)."""
+    its input and every request was answered) and `drain` (the ledger is full: read it). On any session, `recorded`:
+    the daemon ends the session with every call it took on record (a daemon that dies says nothing)."""
 
     kind: str
     value: Any = None
@@ -109,7 +110,49 @@ def read_note(line: bytes) -> Note | None:
         return Note("eof")
     if "mcphost-drain" in body:
         return Note("drain")
+    if "mcphost-recorded" in body:
+        return Note("recorded")
     return None
+
+
+# A read has no start on record (a write's is written before it is forwarded): should the daemon die with a read in
+# flight, the relay puts it on record, from what it kept of the call (never its arguments). As the gateway keeps what
+# a refused call declared: text, and each part cut short.
+_KEPT = 1000
+
+
+def owed_read(message: dict[str, Any]) -> dict[str, Any] | None:
+    """What of a `call_tool_read` request the relay keeps to put it on record should its daemon die mid-call: the
+    tool's name and the declared intent. None for any other message."""
+    params = message.get("params")
+    if type(params) is not dict or params.get("name") != "call_tool_read":
+        return None
+    arguments = params.get("arguments")
+    kept: dict[str, Any] = {}
+    if type(arguments) is dict:
+        name = arguments.get("name")
+        if isinstance(name, str):
+            kept["name"] = name[:_KEPT]
+        intent = arguments.get("intent")
+        if intent is None:
+            intent = {key[7:]: arguments[key] for key in _FLAT_INTENT if key in arguments} or None
+        if isinstance(intent, dict):
+            kept["intent"] = {
+                key: (value if isinstance(value, str) else str(value))[:_KEPT]
+                for key in ("operation_type", "data_sensitivity", "reason")
+                if (value := intent.get(key)) is not None
+            }
+        elif intent is not None:
+            kept["intent"] = {"raw": str(intent)[:_KEPT]}
+    meta = params.get("_meta")
+    info = meta.get(_CLIENT_INFO) if type(meta) is dict else None  # a 2026-era request names its client
+    if type(info) is dict:
+        kept["client"] = {key: str(info.get(key, ""))[:_KEPT] for key in ("name", "version")}
+    return kept
+
+
+_FLAT_INTENT = ("intent_operation_type", "intent_data_sensitivity", "intent_reason")
+_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"  # mcp_types.CLIENT_INFO_META_KEY, not imported: see the top
 
 
 # ---- the agent's stdin handed over too: the ledger
@@ -175,7 +218,8 @@ class LedgerFold:
     """The relay's reading of its ledger: the requests the daemon took and has not answered, the handshake, and the
     start of a line taken in pieces."""
 
-    in_flight: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # By key: the id, the method, and for a read what `owed_read` keeps of it.
+    in_flight: dict[str, tuple[Any, str, dict[str, Any] | None]] = field(default_factory=dict)
     initialize: str | None = None  # the agent's initialize, as sent
     initialize_ok: bool = False  # answered with a result
     initialized: str | None = None
@@ -226,9 +270,9 @@ class LedgerFold:
             return
         before = (self.pieces, len(self.pieces), self.held, self.initialize, self.initialized)
         keys: list[str] = []
-        for request_id, method in entry.get("take", []):
+        for request_id, method, *read in entry.get("take", []):
             keys.append(id_key(request_id))
-            self.in_flight[keys[-1]] = (request_id, method)
+            self.in_flight[keys[-1]] = (request_id, method, read[0] if read else None)
         for text in entry.get("raw", []):
             method = loads_exact(text.encode("utf-8")).get("method")
             if method == "initialize":
@@ -303,6 +347,7 @@ class LetGo:
 
     done: bool
     ledger: LedgerFold = field(default_factory=LedgerFold)
+    recorded: bool = False  # the daemon said every call it took is on record
 
 
 async def cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
@@ -357,6 +402,8 @@ async def hand_over_stdio(target: Target, stop: anyio.Event | None) -> LetGo | N
                     let_go.ledger.drain(ledger_r)
                 elif note.kind == "eof":
                     let_go.done = True
+                elif note.kind == "recorded":
+                    let_go.recorded = True
             tg.cancel_scope.cancel()
         if stop is not None and stop.is_set():
             let_go.done = True  # a signal ends the session at once; the daemon lets go when the socket closes

@@ -56,8 +56,10 @@ from mcphost.serve.handoff import (
     cancel_on,
     is_private,
     notes,
+    owed_read,
     read_note,
 )
+from mcphost.serve.mcp_server import client_name
 from mcphost.serve.stdio import Outbox, Send, parse_line, rejected_id, serve_stdio
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class _CallInFlight:
 
     id: Any
     method: str = "tools/call"
+    read: dict[str, Any] | None = None  # a read: what the relay keeps to put it on record (handoff.owed_read)
 
 
 @dataclass
@@ -124,6 +127,9 @@ class _Relay:
     # A daemon held the agent's stdout: an answer it wrote may have reached the agent without a word to the relay
     # (it died between the two).
     answers_unseen: bool = False
+    # The daemon serving the session said it ended it with every call on record: no read it owes is the relay's to
+    # record (`fail_in_flight`).
+    recorded: bool = False
     # The daemon's socket, while a backend serves: a tool call that finds nothing queued before it is written there
     # at once, without waking the backend's task (one task switch per call less on the busiest path).
     forward: Callable[[bytes], bool] | None = None
@@ -150,7 +156,7 @@ class _Relay:
             raw = data if data.endswith(b"\n") else data + b"\n"
             # Straight to the daemon only when nothing is queued: what the agent sent earlier goes first.
             if not self.queue and self.forward is not None and self.forward(raw):
-                self.in_flight[id_key(request_id)] = _CallInFlight(request_id)
+                self.in_flight[id_key(request_id)] = _CallInFlight(request_id, read=owed_read(line))
                 return True
             message: Message = types.JSONRPCRequest.model_construct(
                 jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
@@ -187,6 +193,8 @@ class _Relay:
             self.cut.add(note.value)
         elif note.kind == "written":
             self.cut.discard(note.value)
+        elif note.kind == "recorded":
+            self.recorded = True
         elif note.kind == "answered":
             key = id_key(note.value)
             request = self.in_flight.pop(key, None)
@@ -308,7 +316,15 @@ class _Relay:
         error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
         await self.deliver(error)
 
-    async def fail_in_flight(self, reason: str) -> None:
+    async def fail_in_flight(self, reason: str, *, died: bool = False) -> None:
+        """Answer every request in flight with `reason`. `died`: they were the daemon's, which went away without
+        saying their calls are on record, so the reads among them are recorded here (a write's start is on record
+        before it is forwarded)."""
+        if died and not self.recorded:
+            reads = [read for request in self.in_flight.values() if (read := _owed_read_of(request)) is not None]
+            if reads:
+                await record_lost_reads(self.config_path, reads, reason, self.client)
+        self.recorded = False
         if self.cut and self.send is not None:
             # The daemon died in the middle of a line: ours start on a line of their own.
             self.cut.clear()
@@ -327,6 +343,12 @@ class _Relay:
             await self.answer(request.id, INTERNAL_ERROR, f"{request.method}: {reason}")
         self.answers_unseen = False
 
+    @property
+    def client(self) -> str | None:
+        """The agent's client, as the daemon names it in its records."""
+        params = self.handshake.params if self.handshake is not None else None
+        return client_name(params.get("clientInfo")) if isinstance(params, dict) else None
+
     # ---- the handshake, replayed to a new backend
 
     def private(self, request: types.JSONRPCRequest) -> tuple[types.JSONRPCRequest, anyio.Event, list[Message]]:
@@ -338,6 +360,45 @@ class _Relay:
     def forget(self, request_id: Any) -> None:
         self._private.pop(id_key(request_id), None)
         self._private_done.pop(id_key(request_id), None)
+
+
+def _owed_read_of(request: types.JSONRPCRequest | _CallInFlight) -> dict[str, Any] | None:
+    if isinstance(request, _CallInFlight):
+        return request.read
+    return owed_read({"params": request.params}) if request.method == "tools/call" else None
+
+
+async def record_lost_reads(config_path: Path, reads: list[dict[str, Any]], reason: str, client: str | None) -> None:
+    """Put on record the reads a daemon died with (`reads` as `owed_read` keeps them): an error whose message says
+    the call may or may not have reached the upstream. Where the config cannot be read, with the default [log]."""
+    from mcphost.activity.record import CallRecord, new_record_id, utc_now
+    from mcphost.activity.writer import ActivityLog, LogSettings
+    from mcphost.config import ConfigError, load_config
+    from mcphost.config.starter import embedded_default
+    from mcphost.paths import activity_log_path
+
+    try:
+        settings = LogSettings.of(load_config(config_path, default=embedded_default).config.log)
+    except ConfigError:
+        settings = LogSettings()
+    log = ActivityLog(activity_log_path(), settings)
+    try:
+        for read in reads:
+            record = CallRecord("call_tool_read", None, client_name(read.get("client")) or client)
+            name = read.get("name")
+            if name:
+                server, _, tool = name.partition(":")
+                record.server, record.tool = server, tool or None
+            record.intent = read.get("intent")
+            record.status = "error"
+            record.error = {"code": "UPSTREAM_ERROR", "message": reason}
+            record.id, record.timestamp = new_record_id(), utc_now()
+            with anyio.CancelScope(shield=True):
+                await log.write(record)
+    except Exception:  # the agent still gets its answer; the log says why it has no record
+        logger.exception("the reads in flight when the daemon went away could not be recorded")
+    finally:
+        log.close()
 
 
 def death(target: Target, cause: str) -> str:
@@ -377,6 +438,7 @@ class _DaemonBackend:
         if self.target.socket is None:
             raise _Lost(f"{self.target.name} announces no agent socket (is it an older mcphost?)")
         stdout = self._stdout_to_hand_over()
+        self.relay.recorded = False  # this daemon's word, not an earlier one's
         try:
             if stdout is not None:
                 assert self.relay.outbox is not None
@@ -471,7 +533,7 @@ class _DaemonBackend:
             except asyncio.LimitOverrunError:
                 self._lose(_Lost(f"{self.target.name} sent a message longer than {MAX_LINE} bytes", gone=False))
                 return
-            if self.handed_over and (note := read_note(line)) is not None:
+            if (note := read_note(line)) is not None:
                 self.relay.noted(note)
                 if note.kind == "answered":
                     self.answered += 1
@@ -491,7 +553,7 @@ class _DaemonBackend:
             return  # the session is over at both ends: the agent's doing, nothing the daemon did
         # The daemon ended the session: its calls in flight may or may not have run, and will not be answered.
         lost = await _ended(self.target, "it closed the session")
-        await self.relay.fail_in_flight(death(self.target, lost.reason))
+        await self.relay.fail_in_flight(death(self.target, lost.reason), died=True)
         self._lose(lost)
 
     async def _replay(self, writer: asyncio.StreamWriter, handshake: types.JSONRPCRequest) -> None:
@@ -667,7 +729,7 @@ async def relay(
                 gone.add((first.pid, first.url))
                 target = None
             _say(f"{first.name} let go of the session: {lost.reason}")
-            await session.fail_in_flight(death(first, lost.reason))
+            await session.fail_in_flight(death(first, lost.reason), died=not taken.recorded)
         await _run(session, target, open_local, gone)
         tg.cancel_scope.cancel()
 
@@ -682,8 +744,8 @@ def _message(line: str) -> Message | None:
 
 def _seed(session: _Relay, ledger: LedgerFold) -> None:
     """The session as the daemon left it: the requests owed an answer, the handshake, the lines it left unfinished."""
-    for request_id, method in ledger.in_flight.values():
-        session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method)
+    for request_id, method, read in ledger.in_flight.values():
+        session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method, read)
     if ledger.initialize is not None:
         handshake = _message(ledger.initialize)
         if isinstance(handshake, types.JSONRPCRequest):
@@ -734,7 +796,7 @@ async def _run(
                 if lost.gone or retries > 2:
                     gone.add((target.pid, target.url))
                     _say(f"{target.name} is gone: {lost.reason}")
-                    await session.fail_in_flight(death(target, lost.reason))
+                    await session.fail_in_flight(death(target, lost.reason), died=True)
                     target, retries = find(), 0
                 continue
         _say(f"no daemon serves {session.config_path}: serving this agent in process until one does")

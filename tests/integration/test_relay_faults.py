@@ -18,7 +18,18 @@ from mcp.shared.exceptions import MCPError
 
 from mcphost import discovery
 from tests.editor_client import allow, editor
-from tests.helpers import Daemon, RawAgent, Sandbox, agent, daemon, error_of, raw_agent, text_of, tools_call
+from tests.helpers import (
+    Daemon,
+    RawAgent,
+    Sandbox,
+    agent,
+    daemon,
+    error_of,
+    raw_agent,
+    stop_process,
+    text_of,
+    tools_call,
+)
 
 ALLOW_ALL = '[permissions]\nread = "allow"\nwrite = "allow"\ndestructive = "allow"\n'
 READ = {"operation_type": "read"}
@@ -82,6 +93,14 @@ async def test_a_call_in_flight_when_the_daemon_dies_gets_an_error_and_the_sessi
                 assert "error" in outcome, outcome
                 message = outcome["error"].error.message
                 assert f"the daemon {first.process.pid}" in message and "went away during this call" in message
+                # A read has no start on record, and the daemon died before its outcome: the relay records it.
+                served, lost = sandbox.tool_calls()
+                assert (lost["server"], lost["tool"], lost["status"]) == ("probe", "slow", "error")
+                assert lost["metadata"] == {"intent": READ, "tool_variant": "call_tool_read"}
+                assert (
+                    lost["error"]["code"] == "UPSTREAM_ERROR" and message == f"tools/call: {lost['error']['message']}"
+                )
+                assert lost["client"] == served["client"], "named as the daemon named the agent's client"
 
                 # The next call is served at once, in this process now that no daemon runs.
                 again = await client.call_tool(
@@ -112,6 +131,69 @@ async def test_a_call_in_flight_when_the_daemon_dies_gets_an_error_and_the_sessi
     stderr = errlog_path.read_text(encoding="utf-8")
     assert "Traceback" not in stderr, stderr
     assert f"the daemon {first.process.pid}" in stderr
+
+
+async def test_a_read_in_flight_when_its_daemon_goes_is_on_record_once_whether_it_stopped_or_died(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.write_config(sandbox.probe_server())
+    gates: list[Path] = []
+
+    async def slow_read_cut_by(client: Any, end: Any, n: int) -> str:
+        """A slow read in flight when `end` ends its daemon; the error the agent is told."""
+        started, gate = sandbox.root / f"started-{n}", sandbox.root / f"gate-{n}"
+        gates.append(gate)
+        outcome: dict[str, Any] = {}
+
+        async def call() -> None:
+            args = {"started": str(started), "gate": str(gate)}
+            try:
+                outcome["result"] = await client.call_tool(
+                    "call_tool_read", {"name": "probe:slow", "args": args, "intent": READ}
+                )
+            except MCPError as exc:
+                outcome["error"] = exc.error.message
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await wait_for(started)
+            await end()
+            with anyio.fail_after(20):
+                while not outcome:  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+        assert "error" in outcome, outcome
+        return str(outcome["error"])
+
+    def slow_records() -> list[dict[str, Any]]:
+        return [r for r in sandbox.tool_calls() if r.get("tool") == "slow"]
+
+    try:
+        async with daemon(sandbox) as first, agent(sandbox) as client:
+            # Stopped: the daemon records the read it cut short (cancelled), and says so; the relay adds nothing.
+            told = await slow_read_cut_by(client, lambda: stop_process(first.process), 1)
+            assert "went away during this call" in told
+            assert [r["status"] for r in slow_records()] == ["cancelled"]
+
+            # Back to a daemon, which the relay now reads the agent for (the agent's stdin stays with the relay).
+            async with daemon(sandbox) as second:
+                with anyio.fail_after(20):
+                    while not sandbox.tool_calls()[-1]["session_id"].startswith("relay-"):
+                        await client.call_tool("call_tool_read", {"name": "probe:read_notes", "intent": READ})
+                        await anyio.sleep(0.1)
+                # Killed: nothing of the daemon's runs; the relay records the read it was owed.
+                told = await slow_read_cut_by(client, lambda: kill_hard(second), 2)
+            assert f"the daemon {second.process.pid}" in told
+            stopped, died = slow_records()
+            assert stopped["status"] == "cancelled"
+            assert (died["status"], died["error"]["code"], died["metadata"]["tool_variant"]) == (
+                "error",
+                "UPSTREAM_ERROR",
+                "call_tool_read",
+            )
+            assert told == f"tools/call: {died['error']['message']}"
+    finally:
+        for gate in gates:
+            gate.touch()
 
 
 async def test_a_relay_whose_daemon_died_while_idle_moves_to_the_new_one_without_an_error(sandbox: Sandbox) -> None:

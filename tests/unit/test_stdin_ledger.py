@@ -45,24 +45,36 @@ async def test_the_requests_the_daemon_takes_are_in_the_ledger_until_answered() 
     stdin_r, stdin_w = os.pipe()
     ledger_r, ledger_w = nonblocking_pipe()
     notification = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-    os.write(stdin_w, request(1, "initialize") + notification + request("two") + request(3))
+    read = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "call_tool_read", "arguments": {"name": "s:t"}},
+        }
+    )
+    os.write(stdin_w, request(1, "initialize") + notification + request("two") + read + b"\n")
     peeker, ledger = Peeker(stdin_r), Ledger(ledger_w, lambda: None)
     lines = await pump_until(peeker, ledger, asyncio.StreamReader(), 4)
     assert lines[1] == notification
 
     fold = LedgerFold()
     fold.drain(ledger_r)
-    assert fold.in_flight == {"1": (1, "initialize"), "two": ("two", "tools/call"), "3": (3, "tools/call")}
+    assert fold.in_flight == {
+        "1": (1, "initialize", None),
+        "two": ("two", "tools/call", None),
+        "3": (3, "tools/call", {"name": "s:t"}),  # a read: kept, to be recorded should the daemon die with it
+    }
     assert fold.initialized is not None and orjson.loads(fold.initialize or "")["id"] == 1
 
     await ledger.note({"mcphost-answered": 1, "ok": True})
     await ledger.note({"mcphost-answered": "two", "ok": False})
     fold.drain(ledger_r)
-    assert fold.in_flight == {"3": (3, "tools/call")}
+    assert fold.in_flight == {"3": (3, "tools/call", {"name": "s:t"})}
     assert fold.initialize_ok
     # Taken for good: the agent's input holds nothing the relay could read twice.
     fold.untake_last(peeker)
-    assert fold.in_flight == {"3": (3, "tools/call")}
+    assert fold.in_flight == {"3": (3, "tools/call", {"name": "s:t"})}
     for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
         os.close(fd)
     peeker.close()
@@ -90,7 +102,7 @@ async def test_notes_made_together_reach_the_ledger_in_one_write_and_fold_as_eac
     assert len(writes) == 1 and writes[0].count(b"\n") == 2
     fold = LedgerFold()
     fold.drain(ledger_r)
-    assert fold.in_flight == {"b": ("b", "tools/call")}
+    assert fold.in_flight == {"b": ("b", "tools/call", None)}
     for fd in (stdin_r, stdin_w, ledger_r, ledger_w):
         os.close(fd)
     peeker.close()
