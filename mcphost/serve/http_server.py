@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import anyio
 import uvicorn
+from mcp_types import INTERNAL_ERROR
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
@@ -25,8 +26,8 @@ from mcphost.host import Host
 from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
 from mcphost.serve.http_app import MAX_REQUEST_BODY, MCP_PATH, AgentsDoor, Claim, IdleTimer, build_http_app
-from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
-from mcphost.serve.stdio import CallCut
+from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server, response_line
+from mcphost.serve.stdio import STOPPED, CallCut
 from mcphost.serve.tokens import Secrets
 
 logger = logging.getLogger(__name__)
@@ -297,8 +298,10 @@ class _AgentsHttp(HttpToolsProtocol):
                 task.uncancel()
                 return
             if isinstance(exc, asyncio.CancelledError) and not cycle.keep_alive:
-                # The server stopping (uvicorn's wait for calls in flight ran out): the call is recorded as
-                # cancelled, and its connection closes, as the SDK's event streams end then. No error: none happened.
+                # The server stopping (uvicorn's wait for calls in flight ran out): the call is on record as
+                # cancelled, and the agent, still there, is told why (as `mcphost mcp` tells it), not left with a
+                # dropped connection; then the connection closes.
+                self._answer_stopped(claim, cycle)
                 self.transport.close()
                 return
             logger.error("the answer to a claimed call failed", exc_info=exc)
@@ -308,6 +311,20 @@ class _AgentsHttp(HttpToolsProtocol):
                 self.transport.close()
         finally:
             cycle.on_response = _nothing
+
+    def _answer_stopped(self, claim: Claim, cycle: RequestResponseCycle) -> None:
+        """The call's error answer saying the daemon stopped: a whole response, or the last event of the event
+        stream its answer had begun (written as uvicorn writes a chunk: no wait, the server is going)."""
+        if cycle.disconnected or cycle.response_complete:
+            return
+        error = {"code": INTERNAL_ERROR, "message": f"tools/call: {STOPPED}"}
+        body = response_line(claim.call[0], "error", error).rstrip(b"\n")
+        if not cycle.response_started:
+            self._write_answer(cycle, 200, body)
+        elif cycle.chunked_encoding:
+            event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+            self.transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+            cycle.response_complete = True
 
     def _write_answer(self, cycle: RequestResponseCycle, status: int, body: bytes) -> None:
         """What uvicorn's `send` does for a whole response of ours, whose headers need no checks."""

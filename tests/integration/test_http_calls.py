@@ -15,7 +15,9 @@ import anyio
 import anyio.to_thread
 import httpx2
 import pytest
+from mcp.shared.exceptions import MCPError
 
+from mcphost.serve.stdio import STOPPED
 from tests.helpers import Daemon, Sandbox, daemon, http_agent, poll, slow_read, text_of
 
 INIT = {
@@ -50,9 +52,10 @@ class Plain:
 
 
 @asynccontextmanager
-async def opened(sandbox: Sandbox) -> AsyncIterator[tuple[Daemon, httpx2.AsyncClient, Plain]]:
-    """A daemon whose policy allows reads of the probe, and a plain client's session open on it."""
-    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+async def opened(sandbox: Sandbox, more: str = "") -> AsyncIterator[tuple[Daemon, httpx2.AsyncClient, Plain]]:
+    """A daemon whose policy allows reads of the probe (and of the servers `more` adds), and a plain client's session
+    open on it."""
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server() + more)
     async with daemon(sandbox) as d, httpx2.AsyncClient(timeout=30) as http:
         plain = Plain(http, d.url, d.headers)
         await plain.open()
@@ -139,26 +142,39 @@ async def test_a_call_running_when_its_client_ends_the_session_is_cancelled(sand
     assert answers[0].status_code == 202 and answers[0].content == b""
 
 
-async def test_a_call_cut_short_by_the_daemon_stopping_closes_its_connection_without_an_error(
+async def test_a_call_cut_short_by_the_daemon_stopping_is_answered_with_why_in_either_era(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    started, gate = tmp_path / "started", tmp_path / "gate"
-    async with opened(sandbox) as (d, _http, plain):
-        outcome: list[BaseException | httpx2.Response] = []
+    slow = [slow_read(tmp_path / f"started-{n}", tmp_path / f"gate-{n}") for n in (1, 2)]
+    # The probe runs one slow call at a time: the 2026-era call goes to a second one.
+    async with (
+        opened(sandbox, sandbox.probe_server("probe2")) as (d, _http, plain),
+        http_agent(d.url, d.headers, mode="auto") as modern,
+    ):
+        told: dict[str, Any] = {}
         async with anyio.create_task_group() as tg:
 
-            async def slow_call() -> None:
+            async def handshake_era() -> None:
                 try:
-                    outcome.append(await plain.post(call("slow", slow_read(started, gate))))
+                    told["handshake"] = (await plain.post(call("slow", slow[0]))).json()["error"]["message"]
                 except httpx2.TransportError as exc:
-                    outcome.append(exc)
+                    told["handshake"] = exc
 
-            tg.start_soon(slow_call)
-            await poll(started.exists, "the upstream to start the slow call")
+            async def modern_era() -> None:
+                try:
+                    told["2026"] = await modern.call_tool("call_tool_read", {**slow[1], "name": "probe2:slow"})
+                except MCPError as exc:
+                    told["2026"] = exc.error.message
+
+            tg.start_soon(handshake_era)
+            tg.start_soon(modern_era)
+            for n in (1, 2):
+                await poll((tmp_path / f"started-{n}").exists, "the upstreams to start the slow calls")
             d.process.terminate()
         assert await anyio.to_thread.run_sync(d.process.wait, 15) == 0
-    assert isinstance(outcome[0], httpx2.TransportError), outcome  # the connection closed: no 500 for a stop
-    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
+    # Not a dropped connection: the agent is told the daemon stopped, and that the call is on record as cancelled.
+    assert told == {"handshake": f"tools/call: {STOPPED}", "2026": f"tools/call: {STOPPED}"}, told
+    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled", "cancelled"]
     assert "Traceback" not in d.stderr and "failed" not in d.stderr, d.stderr
 
 
