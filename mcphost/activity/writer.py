@@ -35,7 +35,7 @@ import anyio.to_thread
 
 from mcphost.activity.reader import rotated_path
 from mcphost.activity.record import ActivityRecord, CallRecord
-from mcphost.paths import open_regular
+from mcphost.paths import open_regular, writable_by_others
 
 logger = logging.getLogger(__name__)
 
@@ -322,6 +322,11 @@ class ActivityLog:
     def _open(self) -> int:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # In a directory another user may write (a shared MCPHOST_DATA_DIR, /tmp), they could put a link where the
+            # log is to be made, or a log of their own records: the record would go where they chose, or be theirs.
+            problem = writable_by_others(self.path.parent.stat(), group=False)
+            if problem is not None:
+                raise UnsafeLogDir(self.path.parent, problem)
             # Not a FIFO (the readers refuse one too): in the log's place it took the daemon's loop with the first write
             # its pipe could not hold, past SIGTERM.
             self._fd = open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, devices=True)
@@ -369,7 +374,7 @@ class ActivityLog:
     # ---- failures
 
     def _report(self, exc: OSError, *, close: bool = True) -> None:
-        if isinstance(exc, LockHeld):
+        if isinstance(exc, LockHeld | UnsafeLogDir):
             self._remedy = exc.remedy
         elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
             self._remedy = f"free space on the disk that holds {self.path.parent}"
@@ -447,6 +452,15 @@ def flock_within(fd: int, seconds: float) -> bool:
             pause = min(pause * 2, 0.005)
         else:
             return True
+
+
+class UnsafeLogDir(OSError):
+    """The log's directory is another user's, or anyone's to write."""
+
+    def __init__(self, directory: Path, problem: str) -> None:
+        super().__init__(errno.EPERM, f"its directory {directory} is no place for it: {problem}")
+        fix = f"`chmod o-w {directory}`, or " if problem.startswith("it has mode") else ""
+        self.remedy = f"{fix}set MCPHOST_DATA_DIR to a directory only you can write"
 
 
 class LockHeld(OSError):

@@ -163,6 +163,23 @@ async def test_on_a_full_disk_a_write_is_refused_before_it_is_forwarded(in_proce
     assert not started.exists(), "the upstream was reached although the call was refused"
 
 
+async def test_a_log_dir_anyone_may_write_refuses_calls_before_they_are_forwarded_and_says_how_to_fix_it(
+    in_process: Any, tmp_path: Path
+) -> None:
+    started, gate = gate_files(tmp_path)
+    gate.touch()
+    async with in_process(SLOW_AS_WRITE) as env:
+        env.host.activity.close()  # the next record opens the log again, and looks at its directory
+        env.box.data.chmod(0o777)
+        try:
+            outcome = await slow_write(env, started, gate)
+        finally:
+            env.box.data.chmod(0o700)
+    assert outcome.error is not None and outcome.error.code is ErrorCode.AUDIT_UNAVAILABLE
+    assert f"chmod o-w {env.box.data}" in outcome.error.message and "not forwarded" in outcome.error.message
+    assert not started.exists(), "the upstream was reached although the call was refused"
+
+
 async def test_a_write_refused_on_a_full_disk_is_not_left_as_outcome_unknown_once_the_disk_is_back(
     in_process: Any, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from mcphost.activity.record import ActivityRecord
 from mcphost.activity.writer import ActivityLog, LogSettings
+from tests.helpers import give_to_another_user
 
 
 def test_records_are_whole_lines_under_concurrent_appends(tmp_path: Path) -> None:
@@ -91,6 +92,36 @@ def test_unwritable_log_is_reported_and_never_raised(tmp_path: Path, capsys: pyt
     assert log.last_error is not None
     # Not a full disk: freeing space would not help, and the message says what would.
     assert "a file this user can write" in log.last_error and "free space" not in log.last_error
+
+
+@pytest.mark.parametrize("whose", ["anyone's to write", "another user's"])
+def test_a_log_in_a_directory_others_may_write_is_never_written_and_says_how_to_fix_it(
+    tmp_path: Path, whose: str
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if whose == "another user's":
+        give_to_another_user(shared)
+        shared.chmod(0o755)
+    else:
+        shared.chmod(0o1777)  # as /tmp: the sticky bit keeps our file ours, not the name it would have from others
+    planted = tmp_path / "theirs"
+    (shared / "activity.jsonl").symlink_to(planted)  # what another user would put there
+    log = ActivityLog(shared / "activity.jsonl")
+    assert log.append(ActivityRecord(server="s", tool="t")) is None
+    assert not planted.exists(), "the record went where the other user pointed it"
+    assert log.last_error is not None and f"its directory {shared} is no place for it" in log.last_error
+    assert "set MCPHOST_DATA_DIR to a directory only you can write" in log.last_error
+    assert (f"chmod o-w {shared}" in log.last_error) == (whose == "anyone's to write")
+
+
+def test_a_log_in_a_directory_its_group_may_write_is_written(tmp_path: Path) -> None:
+    # A user's private group, as umask 002 makes directories: no other user is in it.
+    shared = tmp_path / "group"
+    shared.mkdir(mode=0o775)
+    shared.chmod(0o775)
+    log = ActivityLog(shared / "activity.jsonl")
+    assert log.append(ActivityRecord(server="s", tool="t")) is not None and log.last_error is None
 
 
 def test_a_full_disk_is_reported_with_space_to_free(tmp_path: Path) -> None:
