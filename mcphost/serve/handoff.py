@@ -48,6 +48,7 @@ from typing import Any
 import anyio
 
 from mcphost.activity.reader import loads_exact
+from mcphost.intent import raw_intent
 from mcphost.pipes import (
     MAX_LINE,
     STREAM_PIPE,
@@ -133,9 +134,7 @@ def owed_read(message: dict[str, Any]) -> dict[str, Any] | None:
         name = arguments.get("name")
         if isinstance(name, str):
             kept["name"] = name[:_KEPT]
-        intent = arguments.get("intent")
-        if intent is None:
-            intent = {key[7:]: arguments[key] for key in _FLAT_INTENT if key in arguments} or None
+        intent = raw_intent(arguments)
         if isinstance(intent, dict):
             kept["intent"] = {
                 key: (value if isinstance(value, str) else str(value))[:_KEPT]
@@ -151,7 +150,6 @@ def owed_read(message: dict[str, Any]) -> dict[str, Any] | None:
     return kept
 
 
-_FLAT_INTENT = ("intent_operation_type", "intent_data_sensitivity", "intent_reason")
 _CLIENT_INFO = "io.modelcontextprotocol/clientInfo"  # mcp_types.CLIENT_INFO_META_KEY, not imported: see the top
 
 
