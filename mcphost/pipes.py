@@ -134,6 +134,33 @@ def read_in_chunks(transport: asyncio.BaseTransport) -> None:
         transport.max_size = READ_CHUNK
 
 
+class WatchedPipe(asyncio.streams.FlowControlMixin):
+    """A write pipe's protocol that tells when the far end has closed (`closed`). asyncio closes a pipe's (or
+    socket's) transport as soon as the reader closes its end, by watching the fd for the error the kernel raises
+    then: long before a write would fail, and while the writer has nothing to write."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(loop)
+        self.closed = asyncio.Event()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.closed.set()
+
+
+async def write_pipe(file: Any) -> asyncio.StreamWriter:
+    """An asyncio writer over `file` (a pipe, socket or tty), its protocol a WatchedPipe."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(WatchedPipe, file)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+def reader_gone(writer: asyncio.StreamWriter) -> asyncio.Event | None:
+    """Set once the reader of `writer`'s pipe has closed its end (None: not a watched pipe, never told)."""
+    protocol = writer.transport.get_protocol()
+    return protocol.closed if isinstance(protocol, WatchedPipe) else None
+
+
 @asynccontextmanager
 async def pipe_streams(
     in_fd: int, out_fd: int, leftover: bytes = b""
@@ -150,8 +177,12 @@ async def pipe_streams(
         reader.feed_data(leftover)
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), in_file)
     read_in_chunks(read_transport)
-    write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out_file)
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    try:
+        writer = await write_pipe(out_file)
+    except BaseException:
+        read_transport.close()
+        out_file.close()
+        raise
     try:
         yield reader, writer
     finally:

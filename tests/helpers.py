@@ -377,6 +377,14 @@ class RawAgent:
             if "method" not in message and message.get("id") == request_id:
                 return message
 
+    async def stop_reading(self) -> None:
+        """Close this end of `mcphost mcp`'s stdout, as an agent that exits or crashes does. (anyio's `aclose` of a
+        child's stdout pipe only stops its own reading: the pipe stays open.)"""
+        if isinstance(self.process, _SocketStdioProcess):
+            await self.process.stdout.aclose()  # a socket pair's end: closing it closes the socket
+            return
+        self.process._transport.get_pipe_transport(1).close()  # anyio's asyncio process: its subprocess transport
+
     async def initialize(self) -> dict[str, Any]:
         await self.send(initialize_request("raw-agent"))
         answer = await self.answer_to("init", timeout=30)

@@ -30,7 +30,7 @@ from mcphost import discovery
 from mcphost.activity.reader import loads_exact
 from mcphost.gateway.service import Gateway
 from mcphost.paths import ensure_private_dir, runtime_dir
-from mcphost.pipes import MAX_LINE, Peeker, TappedReader, dump_line, owner_only_fd_socket, valid_id
+from mcphost.pipes import MAX_LINE, Peeker, TappedReader, dump_line, owner_only_fd_socket, valid_id, write_pipe
 from mcphost.serve.handoff import HANDOFF_LINE, STDIO_HANDOFF_LINE, Ledger, is_private, owed_read
 from mcphost.serve.mcp_server import DirectCalls, build_server
 from mcphost.serve.stdio import NOT_AN_ANSWER, Outbox, parse_line, rejected_id, session_streams
@@ -120,12 +120,11 @@ async def _handed_out(relay: asyncio.StreamWriter, fd: int) -> HandedOut:
     """The agent's stdout, passed by its relay (`fd`, closed here should anything fail), as the session's outbox."""
     pipe = os.fdopen(fd, "wb", buffering=0)
     try:
-        loop = asyncio.get_running_loop()
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+        agent = await write_pipe(pipe)
     except BaseException:
         pipe.close()
         raise
-    return HandedOut(asyncio.StreamWriter(transport, protocol, None, loop), relay)
+    return HandedOut(agent, relay)
 
 
 class _HandedIn:

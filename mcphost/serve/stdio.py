@@ -39,7 +39,16 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from mcphost.activity.reader import LOOK_OVER_FROM, looked_over, may_hold_wide_int, nests_deeper, opening_brackets
-from mcphost.pipes import MAX_LINE, TappedReader, claim_stdio, id_key, is_pipe_or_socket, pipe_streams, valid_id
+from mcphost.pipes import (
+    MAX_LINE,
+    TappedReader,
+    claim_stdio,
+    id_key,
+    is_pipe_or_socket,
+    pipe_streams,
+    reader_gone,
+    valid_id,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +77,8 @@ class Outbox:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
         self.broken = False  # the agent's end closed under a write: nothing more reaches the agent
+        # Set once the agent has closed its end, written to or not (None: a writer that cannot tell).
+        self.gone = reader_gone(writer)
 
     async def put(self, line: bytes, answers: Any = NOT_AN_ANSWER, ok: bool = True) -> None:
         self.writer.write(line)
@@ -282,6 +293,8 @@ async def session_streams(
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError), anyio.CancelScope() as reading:
             if stop is not None:
                 tg.start_soon(_stop_reading, reading)
+            if outbox.gone is not None:
+                tg.start_soon(_end_when_agent_gone, outbox.gone, reading)
             # Reading ends at the end of input or at `stop`; either way `to_server` closes: the session's end.
             await _pump_stdin()
 
@@ -289,6 +302,17 @@ async def session_streams(
         assert stop is not None
         await stop.wait()
         reading.cancel()
+
+    async def _end_when_agent_gone(gone: asyncio.Event, reading: anyio.CancelScope) -> None:
+        # An agent that no longer reads its answers has nobody left to act for: a call it sent afterwards must not
+        # run (a destructive one least of all), nor one it sent before and that has not yet finished; those are cut
+        # short, on record as cancelled. (An agent that only closes its input is still there to be answered.)
+        await gone.wait()
+        if not reading.cancel_called:
+            logger.warning(
+                "the agent closed its end of the session's output: the session ends, its calls are cut short"
+            )
+            reading.cancel()
 
     async def _pump_stdin() -> None:
         # The shortcut's calls end (cut short, or answered with `answer_after_eof`) before `to_server` closes: the
