@@ -77,6 +77,12 @@ def writable_by_others(info: os.stat_result, *, group: bool = True) -> str | Non
     return None
 
 
+def data_dir_fix(place: Path, problem: str) -> str:
+    """What to do about a place of the activity log's that `writable_by_others` found a `problem` with."""
+    fix = f"`chmod o-w {place}`, or " if problem.startswith("it has mode") else ""
+    return f"{fix}set MCPHOST_DATA_DIR to a directory only you can write"
+
+
 def refusal(path: Path, problem: str) -> str:
     """The message for a runtime dir that cannot be trusted, with the fix that applies."""
     elsewhere = "set MCPHOST_RUNTIME_DIR to a directory only you can use (mode 0700)"

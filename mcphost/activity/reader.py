@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from mcphost.paths import data_dir_fix, writable_by_others
+
 Record = dict[str, Any]
 BLOCK = 1 << 20
 # What a follower keeps of the lines it read, to tell at each poll that the file was only appended to since.
@@ -160,6 +162,24 @@ def open_log(path: Path) -> int:
         kind = "a directory" if stat_kind.S_ISDIR(mode) else "not a regular file"
         raise UnreadableLog(f"cannot read the activity log {path}: it is {kind}, not a file of records")
     return fd
+
+
+def forgery_risk(path: Path) -> str | None:
+    """Why the records at `path` may not be mcphost's, or None. mcphost writes no record in a directory another
+    user owns or may write (`ActivityLog`), nor into another user's file: whatever such a place holds, someone else
+    may have written, records that say a call was denied or never made among them."""
+    for place, what in ((path.parent, f"its directory {path.parent}"), (path, "the file")):
+        try:
+            info = place.stat()
+        except OSError:
+            continue
+        problem = writable_by_others(info, group=False)
+        if problem is not None:
+            return (
+                f"the activity log {path} may hold records another user wrote: {what}: {problem} "
+                f"(mcphost writes none there; {data_dir_fix(place, problem)})"
+            )
+    return None
 
 
 def read_failure(exc: UnreadableLog | OSError) -> str:

@@ -35,7 +35,7 @@ import anyio.to_thread
 
 from mcphost.activity.reader import rotated_path
 from mcphost.activity.record import ActivityRecord, CallRecord
-from mcphost.paths import open_regular, writable_by_others
+from mcphost.paths import data_dir_fix, open_regular, writable_by_others
 
 logger = logging.getLogger(__name__)
 
@@ -459,8 +459,7 @@ class UnsafeLogDir(OSError):
 
     def __init__(self, directory: Path, problem: str) -> None:
         super().__init__(errno.EPERM, f"its directory {directory} is no place for it: {problem}")
-        fix = f"`chmod o-w {directory}`, or " if problem.startswith("it has mode") else ""
-        self.remedy = f"{fix}set MCPHOST_DATA_DIR to a directory only you can write"
+        self.remedy = data_dir_fix(directory, problem)
 
 
 class LockHeld(OSError):

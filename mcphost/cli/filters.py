@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from mcphost.activity.query import INTENT_TYPES, RECORD_TYPES, STATUSES, FilterError, RecordFilter, parse_filter
-from mcphost.activity.reader import UnreadableLog, read_failure
+from mcphost.activity.reader import UnreadableLog, forgery_risk, read_failure
 from mcphost.paths import activity_log_path
 
 FLAG_FOR = {
@@ -65,6 +65,10 @@ def reads_log(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
     @functools.wraps(run)
     def reading(args: argparse.Namespace) -> int:
+        if not args.file:  # a file named by hand is the person's own choice
+            risk = forgery_risk(activity_log_path())
+            if risk is not None:
+                print(f"mcphost: warning: {risk}", file=sys.stderr)
         try:
             return run(args)
         except BrokenPipeError:

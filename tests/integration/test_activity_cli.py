@@ -212,6 +212,34 @@ def test_a_log_that_is_not_a_readable_file_is_named_with_what_is_wrong(sandbox: 
         assert result.returncode == 1 and f"cannot read the activity log {live}: Permission denied" in result.stderr
 
 
+def test_every_reader_warns_that_a_log_where_others_can_write_may_hold_their_records(sandbox: Sandbox) -> None:
+    # mcphost writes no record in such a place (test_activity_writer.py), so whatever is there someone else may have
+    # put: a call shown as denied, or one left out. Still listed (the person may want to see it), never silently.
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    live = sandbox.data / "activity.jsonl"
+    forged = '{"id":"F1","type":"tool_call","timestamp":"2026-11-28T17:18:02.000Z","server":"probe","tool":"t",'
+    live.write_text(forged + '"status":"denied"}\n', encoding="utf-8")
+    commands = [("log", "tail"), ("activity", "list"), ("activity", "summary"), ("activity", "show", "F1")]
+    for command in commands:
+        result = mcphost(sandbox, *command, timeout=20)
+        assert result.returncode == 0 and "warning" not in result.stderr, (command, result.stderr)
+    sandbox.data.chmod(0o777)
+    for command in commands:
+        result = mcphost(sandbox, *command, timeout=20)
+        assert result.returncode == 0, (command, result.stderr)
+        assert f"warning: the activity log {live} may hold records another user wrote" in result.stderr, command
+        assert (
+            f"it has mode 0777, so other users can write it (mcphost writes none there; `chmod o-w {sandbox.data}`"
+            in (result.stderr)
+        )
+    named = mcphost(sandbox, "log", "tail", "--file", str(live), timeout=20)
+    assert named.returncode == 0 and "warning" not in named.stderr, "a file named by hand is the person's choice"
+    sandbox.data.chmod(0o700)
+    live.chmod(0o666)
+    result = mcphost(sandbox, "log", "tail", timeout=20)
+    assert "warning" in result.stderr and "the file: it has mode 0666" in result.stderr, result.stderr
+
+
 def test_follow_reads_a_log_emptied_by_hand_from_its_start_and_says_so(sandbox: Sandbox) -> None:
     env = sandbox.env()
     writer = [sys.executable, str(TESTS / "servers" / "log_writer.py"), str(sandbox.log)]
