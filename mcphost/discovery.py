@@ -22,7 +22,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcphost import __version__
-from mcphost.paths import UnsafeDirectory, private_dir_problem, private_runtime_dir, refusal, runtime_dir
+from mcphost.paths import (
+    UnsafeDirectory,
+    private_dir_problem,
+    private_runtime_dir,
+    refusal,
+    runtime_dir,
+    swappable_by_others,
+)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 # A daemon's file is a few hundred bytes; anything much larger was not written by one.
@@ -117,6 +124,10 @@ def running() -> list[dict[str, Any]]:
         problem = private_dir_problem(os.fstat(dir_fd))
         if problem is not None:
             _warn(refusal(directory, problem))
+            return found
+        swap = swappable_by_others(directory)
+        if swap is not None:
+            _warn(swap)
             return found
         # Listed through the fd that was checked, not by path: a swapped directory cannot slip in between.
         for name in sorted(os.listdir(dir_fd)):  # noqa: PTH208

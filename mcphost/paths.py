@@ -101,7 +101,33 @@ def private_runtime_dir() -> Path:
     problem = private_dir_problem(os.lstat(path))
     if problem is not None:
         raise UnsafeDirectory(refusal(path, problem))
+    swap = swappable_by_others(path)
+    if swap is not None:
+        raise UnsafeDirectory(swap)
     return path
+
+
+def swappable_by_others(path: Path) -> str | None:
+    """Why another user could put a directory of their own in `path`'s place, or None. A private directory is only
+    as private as the way to it: in a parent that is another user's, or that anyone may write without the sticky
+    bit (which /tmp has), they may rename it away and put theirs there."""
+    me = os.geteuid()
+    for parent in Path(os.path.realpath(path)).parents:
+        try:
+            info = parent.stat()
+        except OSError:
+            continue
+        if info.st_uid not in (0, me):
+            why = f"it belongs to uid {info.st_uid}"
+        elif info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+            why = f"it has mode {stat.S_IMODE(info.st_mode):04o}: anyone may rename what it holds"
+        else:
+            continue
+        return (
+            f"refusing the runtime dir {path}: another user can swap it for one of theirs, through {parent} ({why}); "
+            "set MCPHOST_RUNTIME_DIR to a directory only you can use (mode 0700), on a path only you and root own"
+        )
+    return None
 
 
 def activity_log_path() -> Path:

@@ -270,6 +270,36 @@ def test_a_runtime_dir_others_can_write_is_refused_with_how_to_fix_it(sandbox: S
     assert serve_code == 1 and f"refusing the runtime dir {run}" in serve_stderr, serve_stderr
 
 
+@pytest.mark.parametrize("parent", ["anyone-may-write", "another-users"])
+def test_a_runtime_dir_another_user_can_swap_through_its_parent_is_refused(sandbox: Sandbox, parent: str) -> None:
+    # The runtime dir itself is 0700 and this user's; its parent is not safe: whoever may rename in it can move the
+    # dir away and put theirs, with a planted discovery file, in its place between two looks.
+    sandbox.write_config("")
+    shared = sandbox.root / "shared"
+    run = shared / "run"
+    run.mkdir(parents=True, mode=0o700)
+    env = {**os.environ, **sandbox.env(), "MCPHOST_RUNTIME_DIR": str(run)}
+
+    def said(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "mcphost", *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=20, check=False)
+
+    shared.chmod(0o1777)  # the sticky bit, as /tmp has: only a file's owner may rename it
+    assert "refusing" not in said("status").stderr
+    if parent == "anyone-may-write":
+        shared.chmod(0o777)
+        why = f"through {shared} (it has mode 0777: anyone may rename what it holds)"
+    else:
+        shared.chmod(0o755)
+        give_to_another_user(shared)
+        why = f"through {shared} (it belongs to uid {shared.stat().st_uid})"
+    status = said("status")
+    assert f"refusing the runtime dir {run}: another user can swap it for one of theirs, {why}" in status.stderr
+    assert "MCPHOST_RUNTIME_DIR" in status.stderr
+    serve = said("serve", "--port", "0")
+    assert serve.returncode == 1 and f"refusing the runtime dir {run}" in serve.stderr, serve.stderr
+
+
 def _hostile(box: Sandbox, pid: int, url: str, kind: str) -> Path:
     """A discovery file whose values would break whatever reads them, unless they are checked first."""
     if kind == "pid past a C int":
