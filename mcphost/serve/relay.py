@@ -60,7 +60,7 @@ from mcphost.serve.handoff import (
     read_note,
 )
 from mcphost.serve.mcp_server import client_name
-from mcphost.serve.stdio import Outbox, Send, parse_line, rejected_id, serve_stdio
+from mcphost.serve.stdio import STOPPED, STOPPED_UNANSWERED, Outbox, Send, parse_line, rejected_id, serve_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +133,9 @@ class _Relay:
     # The daemon's socket, while a backend serves: a tool call that finds nothing queued before it is written there
     # at once, without waking the backend's task (one task switch per call less on the busiest path).
     forward: Callable[[bytes], bool] | None = None
+    # Requests answered here because a signal stopped the session: the backend's own late answer to one is dropped
+    # (a second answer to one id would break JSON-RPC).
+    answered_stopped: set[str] = field(default_factory=set)
 
     # ---- from the agent
 
@@ -265,6 +268,9 @@ class _Relay:
         """A message from the backend: the answer to a replayed handshake stays here, everything else goes on."""
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             key = id_key(message.id)
+            if key in self.answered_stopped:
+                self.answered_stopped.discard(key)
+                return
             if key in self._private:
                 self._private[key].append(message)
                 self._private_done[key].set()
@@ -315,6 +321,14 @@ class _Relay:
         self.in_flight.pop(id_key(request_id), None)
         error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
         await self.deliver(error)
+
+    async def answer_stopped(self) -> None:
+        """Answer every request in flight as `mcphost mcp` answers one a signal cut short (the gateway here records
+        each call it cuts as cancelled), before the backend's shutdown answers them with a bare "Connection closed"."""
+        for key, request in list(self.in_flight.items()):
+            why = STOPPED if request.method == "tools/call" else STOPPED_UNANSWERED
+            await self.answer(request.id, INTERNAL_ERROR, f"{request.method}: {why}")
+            self.answered_stopped.add(key)
 
     async def fail_in_flight(self, reason: str, *, died: bool = False) -> None:
         """Answer every request in flight with `reason`. `died`: they were the daemon's, which went away without
@@ -621,6 +635,8 @@ class _LocalBackend:
                                 self.relay.requeue(message)
                                 raise
                         pumping.cancel_scope.cancel()
+                    if self.relay.stop is not None and self.relay.stop.is_set():
+                        await self.relay.answer_stopped()
                     if not back_to:
                         # The agent is done: the server's input closes (cutting its handlers short) once answered.
                         await self.relay.answered()

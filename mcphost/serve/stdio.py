@@ -59,6 +59,8 @@ STOPPED = (
     "mcphost was stopped (a shutdown signal) during this call, which is on record as cancelled. It may or may not "
     "have reached the upstream server: check before repeating a write."
 )
+# What another request a shutdown signal left unanswered is answered.
+STOPPED_UNANSWERED = "mcphost was stopped (a shutdown signal) before it answered this request"
 
 # What `Outbox.put` is told of a line that answers no request of the agent's.
 NOT_AN_ANSWER: Any = object()

@@ -4,6 +4,7 @@ the first, and nothing is left running after the second."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -293,6 +294,15 @@ async def stop_during_a_blocked_call(box: Sandbox, raw: RawAgent, signum: int) -
     return upstream
 
 
+async def answers_to_the_end(raw: RawAgent) -> list[dict[str, Any]]:
+    """Every message `mcphost mcp` wrote that is still to be read, up to the end of its stdout."""
+    answers: list[dict[str, Any]] = []
+    with contextlib.suppress(anyio.EndOfStream):
+        while True:
+            answers.append(await raw.receive(timeout=10))
+    return answers
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 async def test_a_signal_ends_mcphost_mcp_and_the_upstream_blocked_in_a_call(sandbox: Sandbox, signum: int) -> None:
     sandbox.write_config(ALLOW_ALL + stubborn_server(sandbox))
@@ -316,6 +326,12 @@ async def test_sigterm_ends_a_relay_serving_in_process_and_its_upstream(sandbox:
         (sandbox.root / "stub.pid").unlink()
         upstream = await stop_during_a_blocked_call(sandbox, raw, signal.SIGTERM)
         assert upstream != daemons_upstream
+        answers = await answers_to_the_end(raw)
+    # The agent is still there: told why its call ended, once, as `mcphost mcp --in-process` tells it (the SDK that
+    # serves in process here would have said only "Connection closed").
+    [answer] = [a for a in answers if a.get("id") == "block"]
+    assert "mcphost was stopped (a shutdown signal) during this call" in answer["error"]["message"], answer
+    assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
     assert "relaying to the daemon" in raw.stderr
     assert "Traceback" not in raw.stderr, raw.stderr
 

@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from mcphost.activity.reader import LOOK_OVER_FROM
+from mcphost.serve.stdio import STOPPED
 from tests.helpers import (
     Hostile,
     RawAgent,
@@ -574,3 +575,24 @@ async def test_a_write_whose_answer_holds_a_lone_surrogate_is_a_success_on_recor
     [record] = sandbox.tool_calls()
     assert record["status"] == "success", record
     assert record["response_preview"] == "done \ufffd here", record
+
+
+async def test_a_call_the_sdk_runs_when_a_signal_stops_mcphost_is_answered_with_why_like_any_other(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # The shortcut's calls cut by a shutdown signal are answered with why; one the SDK ran was left with the
+    # connection closing under it ("Connection closed" in the agent's client).
+    sandbox.write_config('[permissions]\nread = "allow"\n\n' + sandbox.probe_server())
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    async with raw_agent(sandbox, "--in-process") as raw:
+        await raw.initialize()
+        await raw.send_line(call_line("slow-sdk", "call_tool_read", slow_read(started, gate), sdk_way=True))
+        await poll(started.exists, "the upstream to start the slow call")
+        raw.process.terminate()
+        answer = await raw.answer_to("slow-sdk", timeout=20)
+        with anyio.fail_after(20):
+            await raw.process.wait()
+    assert answer["error"]["message"] == f"tools/call: {STOPPED}", answer
+    [record] = sandbox.tool_calls()
+    assert (record["tool"], record["status"]) == ("slow", "cancelled")
+    gate.touch()
