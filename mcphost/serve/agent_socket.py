@@ -147,21 +147,23 @@ class _HandedIn:
         agent = TappedReader(limit=MAX_LINE)
         pumping = asyncio.ensure_future(StdinPump(self.peeker, self.ledger, agent).run())
         agent_done = False
+        # The relay writes nothing more after its first line: anything else is its end, a signal's doing (or a kill).
+        # The session then ends as `mcphost mcp` ends at a signal: its calls cut short, and the agent, which still
+        # reads the stdout held here, told why.
+        relay_gone = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
 
-                async def relay_gone() -> None:
-                    # The relay writes nothing more after its first line: anything else is its end (or a signal).
+                async def watch_relay() -> None:
                     await relay.read()
-                    tg.cancel_scope.cancel()
+                    relay_gone.set()
 
-                tg.start_soon(relay_gone)
-                async with session_streams(agent, out.writer, shortcut=shortcut, out=out, answer_after_eof=True) as (
-                    read,
-                    write,
-                ):
+                tg.start_soon(watch_relay)
+                async with session_streams(
+                    agent, out.writer, relay_gone, shortcut=shortcut, out=out, answer_after_eof=True
+                ) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
-                agent_done = True
+                agent_done = not relay_gone.is_set()
                 tg.cancel_scope.cancel()
             return agent_done
         finally:

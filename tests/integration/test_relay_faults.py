@@ -18,6 +18,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcphost import discovery
+from mcphost.serve.stdio import STOPPED
 from tests.editor_client import allow, editor
 from tests.helpers import (
     Daemon,
@@ -26,7 +27,9 @@ from tests.helpers import (
     agent,
     daemon,
     error_of,
+    poll,
     raw_agent,
+    slow_read,
     stop_process,
     text_of,
     tools_call,
@@ -348,6 +351,26 @@ async def test_sigterm_ends_a_relay_at_once_and_leaves_its_daemon_serving(sandbo
         async with agent(sandbox) as client:
             assert not (await client.call_tool("call_tool_read", {"name": "probe:read_notes", "intent": READ})).is_error
     assert "Traceback" not in raw.stderr, raw.stderr
+
+
+async def test_a_call_in_flight_when_a_signal_ends_its_relay_is_answered_with_why_by_the_daemon(
+    sandbox: Sandbox,
+) -> None:
+    # The daemon holds the agent's stdin and stdout: the relay, stopped, cannot answer, and the daemon that cut the
+    # call left the agent with its stdout closing and no answer.
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    started, gate = sandbox.root / "started", sandbox.root / "gate"
+    async with daemon(sandbox) as d, raw_agent(sandbox) as raw:
+        await raw.initialize()
+        await raw.send(tools_call("slow", "call_tool_read", slow_read(started, gate)))
+        await poll(started.exists, "the call to reach the upstream")
+        raw.process.send_signal(signal.SIGTERM)
+        answers = await answers_to_the_end(raw)
+        gate.touch()
+        assert d.process.poll() is None, "the daemon serves on"
+    [answer] = answers
+    assert answer["id"] == "slow" and answer["error"]["message"] == f"tools/call: {STOPPED}", answer
+    assert [(r["tool"], r["status"]) for r in sandbox.tool_calls()] == [("slow", "cancelled")]
 
 
 async def test_a_burst_of_calls_and_listings_through_a_relay_gets_each_answer_once(sandbox: Sandbox) -> None:
