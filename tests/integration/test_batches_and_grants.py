@@ -8,15 +8,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+import pytest_asyncio
 from mcp import Client
 
 from tests.editor_client import Answer, allow, allow_all, deny_all, editor, never
 from tests.helpers import Daemon, Sandbox, daemon, error_of, http_agent, mcphost, text_of
+
+# The tests that share the module's daemon (each with editors and agents of its own) run on the module's loop.
+ON_SHARED_HOST = pytest.mark.asyncio(loop_scope="module")
 
 # Sessions are what batches gather by: a 2026-07-28 agent over HTTP has none (see the test of that below).
 LEGACY = "legacy"
@@ -65,16 +70,42 @@ async def burst(client: Client, *calls: tuple[str, dict[str, Any]]) -> list[type
     return [r for r in results if r is not None]
 
 
-def decisions(sandbox: Sandbox) -> list[dict[str, Any]]:
+def decisions(sandbox: Sandbox | Hosted) -> list[dict[str, Any]]:
     return [r["decision"] for r in sandbox.tool_calls()]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Sandbox, Daemon]]:
+    box = Sandbox(tmp_path_factory.mktemp("batches"))
+    async with host(box) as d:
+        yield box, d
+
+
+@dataclass
+class Hosted:
+    """The module's daemon (`host`'s config), and the records of the calls this test made."""
+
+    box: Sandbox
+    daemon: Daemon
+    seen: int  # records already there when the test began: earlier tests'
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return self.box.tool_calls()[self.seen :]
+
+
+@pytest.fixture
+def hosted(shared_host: tuple[Sandbox, Daemon]) -> Hosted:
+    box, d = shared_host
+    return Hosted(box, d, len(box.tool_calls()))
 
 
 # ---- the rule in the prompt
 
 
-async def test_a_prompt_names_the_rule_that_asked_and_its_reason(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_a_prompt_names_the_rule_that_asked_and_its_reason(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow()) as ed,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
     ):
@@ -87,7 +118,7 @@ async def test_a_prompt_names_the_rule_that_asked_and_its_reason(sandbox: Sandbo
     # What an allow may be narrowed to, and where a pattern could start.
     assert first["match_options"] == ["tool", "arguments", "pattern"]
     assert first["suggested_pattern"] == {"text": "outside: /etc/*"}
-    recorded = decisions(sandbox)
+    recorded = decisions(hosted)
     assert recorded[0]["by"] == "editor" and recorded[0]["rule"] == "rules[0]"
     assert recorded[0]["reason"] == "writes outside the workspace need a look"
 
@@ -121,11 +152,12 @@ def test_activity_show_names_the_rule_and_its_reason(sandbox: Sandbox) -> None:
 # ---- batches
 
 
+@ON_SHARED_HOST
 async def test_a_burst_from_one_agent_session_is_one_batch_and_allow_all_lets_every_call_through(
-    sandbox: Sandbox,
+    hosted: Hosted,
 ) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=allow_all()) as ed,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
     ):
@@ -135,43 +167,46 @@ async def test_a_burst_from_one_agent_session_is_one_batch_and_allow_all_lets_ev
     (batch,) = ed.batches
     assert sorted(r["arguments"]["text"] for r in batch["requests"]) == ["note 0", "note 1", "note 2"]
     assert batch["session_id"] and all(r["session_id"] == batch["session_id"] for r in batch["requests"])
-    recorded = decisions(sandbox)
+    recorded = decisions(hosted)
     assert {d["batch"] for d in recorded} == {batch["id"]}
     assert all(d["by"] == "editor" and d["outcome"] == "allow" for d in recorded)
 
 
-async def test_deny_all_denies_every_call_of_the_batch(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_deny_all_denies_every_call_of_the_batch(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=deny_all()) as ed,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
     ):
         results = await burst(client, ("call_tool_write", write("a")), ("call_tool_write", write("b")))
     assert [error_of(r)["code"] for r in results] == ["PERMISSION_DENIED"] * 2
     assert len(ed.batches) == 1
-    assert [c["status"] for c in sandbox.tool_calls()] == ["denied", "denied"]
+    assert [c["status"] for c in hosted.tool_calls()] == ["denied", "denied"]
 
 
-async def test_a_batch_answer_that_answers_one_call_twice_allows_nothing(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_a_batch_answer_that_answers_one_call_twice_allows_nothing(hosted: Hosted) -> None:
     # Deny, then allow, for the same call: read as a dict, the last would have won and let it through.
     async def contradicting(batch: dict[str, Any]) -> dict[str, Any]:
         first = batch["requests"][0]["id"]
         return {"answers": [{"id": first, "decision": "deny"}, {"id": first, "decision": "allow"}]}
 
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=contradicting) as ed,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
     ):
         results = await burst(client, ("call_tool_write", write("a")), ("call_tool_write", write("b")))
     assert len(ed.batches) == 1
     assert all(error_of(r) is not None for r in results)
-    assert [c["status"] for c in sandbox.tool_calls()] == ["denied", "denied"]
+    assert [c["status"] for c in hosted.tool_calls()] == ["denied", "denied"]
 
 
-async def test_a_destructive_call_is_never_allowed_by_a_batch_answer_that_does_not_name_it(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_a_destructive_call_is_never_allowed_by_a_batch_answer_that_does_not_name_it(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=allow_all(naming=False)) as ed,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
     ):
@@ -182,12 +217,13 @@ async def test_a_destructive_call_is_never_allowed_by_a_batch_answer_that_does_n
     (batch,) = ed.batches
     assert {r["operation"] for r in batch["requests"]} == {"write", "destructive"}
     # Never forwarded: the probe's wipe_notes would have answered.
-    assert [c["status"] for c in sandbox.tool_calls() if c["tool"] == "wipe_notes"] == ["denied"]
+    assert [c["status"] for c in hosted.tool_calls() if c["tool"] == "wipe_notes"] == ["denied"]
 
 
-async def test_a_destructive_call_named_in_the_batch_answer_goes_through(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_a_destructive_call_named_in_the_batch_answer_goes_through(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=allow_all(naming=True)),
         http_agent(d.url, d.headers, mode=LEGACY) as client,
     ):
@@ -195,27 +231,27 @@ async def test_a_destructive_call_named_in_the_batch_answer_goes_through(sandbox
     assert not wrote.is_error and not wiped.is_error, (text_of(wrote), text_of(wiped))
 
 
+@ON_SHARED_HOST
 async def test_a_lone_prompt_is_asked_on_its_own_and_an_editor_without_batches_gets_every_call_alone(
-    sandbox: Sandbox,
+    hosted: Hosted,
 ) -> None:
-    async with host(sandbox) as d:
-        async with (
-            editor(d.editor_socket, allow(), batch=allow_all()) as ed,
-            http_agent(d.url, d.headers, mode=LEGACY) as client,
-        ):
-            alone = await client.call_tool("call_tool_write", write("only one"))
-        assert not alone.is_error and len(ed.prompts) == 1 and ed.batches == []
-        async with editor(d.editor_socket, allow()) as plain, http_agent(d.url, d.headers, mode=LEGACY) as client:
-            results = await burst(client, ("call_tool_write", write("a")), ("call_tool_write", write("b")))
-        assert not any(r.is_error for r in results)
-        assert len(plain.prompts) == 2 and plain.batches == []
-
-
-async def test_a_2026_agent_over_http_has_no_session_so_its_burst_gathers_by_its_client_name(
-    sandbox: Sandbox,
-) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
+        editor(d.editor_socket, allow(), batch=allow_all()) as ed,
+        http_agent(d.url, d.headers, mode=LEGACY) as client,
+    ):
+        alone = await client.call_tool("call_tool_write", write("only one"))
+    assert not alone.is_error and len(ed.prompts) == 1 and ed.batches == []
+    async with editor(d.editor_socket, allow()) as plain, http_agent(d.url, d.headers, mode=LEGACY) as client:
+        results = await burst(client, ("call_tool_write", write("a")), ("call_tool_write", write("b")))
+    assert not any(r.is_error for r in results)
+    assert len(plain.prompts) == 2 and plain.batches == []
+
+
+@ON_SHARED_HOST
+async def test_a_2026_agent_over_http_has_no_session_so_its_burst_gathers_by_its_client_name(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with (
         editor(d.editor_socket, allow(), batch=allow_all()) as ed,
         http_agent(d.url, d.headers, mode="2026-07-28") as client,
     ):
@@ -225,9 +261,10 @@ async def test_a_2026_agent_over_http_has_no_session_so_its_burst_gathers_by_its
     assert batch["session_id"] is None and batch["client"]
 
 
-async def test_agent_sessions_are_never_mixed_in_one_batch(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_agent_sessions_are_never_mixed_in_one_batch(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=allow_all()) as ed,
         http_agent(d.url, d.headers, mode=LEGACY) as one,
         http_agent(d.url, d.headers, mode=LEGACY) as two,
@@ -253,8 +290,9 @@ async def test_a_batch_nobody_answers_is_withdrawn_when_its_calls_expire(sandbox
     assert ed.cancelled == [ed.batches[0]["id"]]
 
 
+@ON_SHARED_HOST
 async def test_a_call_answered_in_another_editor_leaves_the_batch_whose_answer_for_it_is_ignored(
-    sandbox: Sandbox,
+    hosted: Hosted,
 ) -> None:
     # One editor batches and never answers; another answers every call on its own once the batch is on screen: its
     # answers win, and the batch goes once none of its calls waits.
@@ -268,8 +306,8 @@ async def test_a_call_answered_in_another_editor_leaves_the_batch_whose_answer_f
         shown.set()
         return await never()(_batch)
 
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         editor(d.editor_socket, allow(), batch=batch_shown, name="batching") as batching,
         editor(d.editor_socket, once_batched, name="plain") as plain,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
@@ -278,12 +316,13 @@ async def test_a_call_answered_in_another_editor_leaves_the_batch_whose_answer_f
         await batching.wait_for(lambda: len(batching.cancelled) == 1)
     assert not any(r.is_error for r in results)
     assert len(plain.prompts) == 2 and len(batching.batches) == 1
-    assert {d["approver"].split(" (")[0] for d in decisions(sandbox)} == {"plain 1"}
+    assert {d["approver"].split(" (")[0] for d in decisions(hosted)} == {"plain 1"}
 
 
-async def test_an_editor_that_leaves_mid_batch_leaves_its_calls_to_nobody(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_an_editor_that_leaves_mid_batch_leaves_its_calls_to_nobody(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        host(sandbox) as d,
         http_agent(d.url, d.headers, mode=LEGACY) as client,
         anyio.create_task_group() as tg,
     ):
