@@ -12,9 +12,12 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import pytest
+import pytest_asyncio
 
 from mcphost import __version__
 from tests.editor_client import editor
@@ -113,6 +116,37 @@ async def probe_daemon(box: Sandbox) -> AsyncIterator[Daemon]:
         yield d
 
 
+# The tests that share the module's daemon (each with an `approve`, editors and agents of its own) run on the
+# module's loop; the others start a daemon of their own (one is killed, one sees its config broken, two leave
+# "always" grants on disk).
+ON_SHARED_HOST = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Sandbox, Daemon]]:
+    box = Sandbox(tmp_path_factory.mktemp("approve"))
+    async with probe_daemon(box) as d:
+        yield box, d
+
+
+@dataclass
+class Hosted:
+    """The module's daemon, and the records of the calls this test made."""
+
+    box: Sandbox
+    daemon: Daemon
+    seen: int  # records already there when the test began: earlier tests'
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return self.box.tool_calls()[self.seen :]
+
+
+@pytest.fixture
+def hosted(shared_host: tuple[Sandbox, Daemon]) -> Hosted:
+    box, d = shared_host
+    return Hosted(box, d, len(box.tool_calls()))
+
+
 def call_in_background(client: Any, variant: str, arguments: dict[str, Any]) -> asyncio.Task[Any]:
     return asyncio.create_task(client.call_tool(variant, arguments))
 
@@ -122,8 +156,10 @@ async def result_of(task: asyncio.Task[Any]) -> Any:
         return await task
 
 
-async def test_a_write_waits_for_the_answer_typed_into_approve_and_once_asks_again(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap, http_agent(d.url, d.headers) as agent:
+@ON_SHARED_HOST
+async def test_a_write_waits_for_the_answer_typed_into_approve_and_once_asks_again(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with approving(hosted.box) as ap, http_agent(d.url, d.headers) as agent:
         arguments = {
             **WRITE,
             "intent": {"operation_type": "write", "reason": "Greet the user", "data_sensitivity": "public"},
@@ -150,13 +186,15 @@ async def test_a_write_waits_for_the_answer_typed_into_approve_and_once_asks_aga
         assert not (await result_of(again)).is_error
         assert await ap.finish() == 0
     assert "end of input; detached" in ap.output
-    decisions = [c["decision"] for c in sandbox.tool_calls()]
+    decisions = [c["decision"] for c in hosted.tool_calls()]
     assert [(x["by"], x["remember"]) for x in decisions] == [("editor", "once"), ("editor", "once")]
     assert all("mcphost approve" in x["approver"] for x in decisions)
 
 
-async def test_session_answers_the_rest_of_the_agent_session_without_a_prompt(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap:
+@ON_SHARED_HOST
+async def test_session_answers_the_rest_of_the_agent_session_without_a_prompt(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with approving(hosted.box) as ap:
         async with http_agent(d.url, d.headers, mode="legacy") as agent:
             call = call_in_background(agent, "call_tool_write", WRITE)
             await ap.expect("[s]ession")
@@ -166,7 +204,7 @@ async def test_session_answers_the_rest_of_the_agent_session_without_a_prompt(sa
             assert not second.is_error
         await ap.expect("allowed probe:plain_echo for this agent session")
         assert ap.output.count("Allow?") == 1
-    assert [c["decision"]["by"] for c in sandbox.tool_calls()] == ["editor", "remembered_grant"]
+    assert [c["decision"]["by"] for c in hosted.tool_calls()] == ["editor", "remembered_grant"]
 
 
 async def test_always_is_persisted_and_listed_by_grants(sandbox: Sandbox) -> None:
@@ -208,8 +246,10 @@ async def test_always_narrowed_to_a_typed_pattern_covers_matching_calls_only(san
     assert "text=draft: *" in listed.stdout, listed.stdout
 
 
-async def test_deny_reaches_the_agent_naming_approve(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap, http_agent(d.url, d.headers) as agent:
+@ON_SHARED_HOST
+async def test_deny_reaches_the_agent_naming_approve(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with approving(hosted.box) as ap, http_agent(d.url, d.headers) as agent:
         call = call_in_background(agent, "call_tool_write", WRITE)
         await ap.expect("Allow?")
         await ap.type("maybe")
@@ -220,11 +260,13 @@ async def test_deny_reaches_the_agent_naming_approve(sandbox: Sandbox) -> None:
     assert error["code"] == "PERMISSION_DENIED"
     assert "Permission denied by the user (mcphost approve" in error["message"]
     assert error["details"]["approver"].startswith("mcphost approve")
-    assert sandbox.tool_calls()[0]["status"] == "denied"
+    assert hosted.tool_calls()[0]["status"] == "denied"
 
 
-async def test_a_destructive_prompt_is_unmistakable_and_needs_the_typed_tool_name(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap, http_agent(d.url, d.headers) as agent:
+@ON_SHARED_HOST
+async def test_a_destructive_prompt_is_unmistakable_and_needs_the_typed_tool_name(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with approving(hosted.box) as ap, http_agent(d.url, d.headers) as agent:
         call = call_in_background(agent, "call_tool_destructive", DESTRUCTIVE)
         await ap.expect("Type wipe_notes or yes to allow it once")
         shown = ap.output
@@ -245,8 +287,10 @@ async def test_a_destructive_prompt_is_unmistakable_and_needs_the_typed_tool_nam
         await ap.expect("allowed probe:wipe_notes once")
 
 
-async def test_prompts_arriving_together_are_asked_one_at_a_time(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap, http_agent(d.url, d.headers) as agent:
+@ON_SHARED_HOST
+async def test_prompts_arriving_together_are_asked_one_at_a_time(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with approving(hosted.box) as ap, http_agent(d.url, d.headers) as agent:
         first = call_in_background(agent, "call_tool_write", WRITE)
         await ap.expect("Allow?")
         second = call_in_background(agent, "call_tool_destructive", DESTRUCTIVE)
@@ -259,7 +303,9 @@ async def test_prompts_arriving_together_are_asked_one_at_a_time(sandbox: Sandbo
         assert error_of(await result_of(second))["code"] == "PERMISSION_DENIED"
 
 
-async def test_a_prompt_answered_in_another_editor_is_withdrawn_from_approve(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_a_prompt_answered_in_another_editor_is_withdrawn_from_approve(hosted: Hosted) -> None:
+    d = hosted.daemon
     go = asyncio.Event()
 
     async def after_approve_shows_it(_request: dict[str, Any]) -> dict[str, Any]:
@@ -267,8 +313,7 @@ async def test_a_prompt_answered_in_another_editor_is_withdrawn_from_approve(san
         return {"decision": "allow", "remember": "once"}
 
     async with (
-        probe_daemon(sandbox) as d,
-        approving(sandbox) as ap,
+        approving(hosted.box) as ap,
         editor(d.editor_socket, after_approve_shows_it, name="other-editor") as ed,
         http_agent(d.url, d.headers) as agent,
     ):
@@ -284,7 +329,7 @@ async def test_a_prompt_answered_in_another_editor_is_withdrawn_from_approve(san
         await ap.expect("(no prompt is waiting; ignored: 'o')")
         assert await ap.finish() == 0
     assert "allowed probe:plain_echo" not in ap.output
-    assert sandbox.tool_calls()[0]["decision"]["approver"].startswith("other-editor")
+    assert hosted.tool_calls()[0]["decision"]["approver"].startswith("other-editor")
 
 
 async def test_without_a_daemon_approve_says_how_to_start_one(sandbox: Sandbox) -> None:
@@ -296,8 +341,10 @@ async def test_without_a_daemon_approve_says_how_to_start_one(sandbox: Sandbox) 
     assert "no running mcphost daemon has pid 999999" in wrong.stderr
 
 
-async def test_detaching_with_a_prompt_on_screen_hands_it_back(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox) as d, approving(sandbox) as ap, http_agent(d.url, d.headers) as agent:
+@ON_SHARED_HOST
+async def test_detaching_with_a_prompt_on_screen_hands_it_back(hosted: Hosted) -> None:
+    d = hosted.daemon
+    async with approving(hosted.box) as ap, http_agent(d.url, d.headers) as agent:
         call = call_in_background(agent, "call_tool_write", WRITE)
         await ap.expect("Allow?")
         assert await ap.finish() == 0  # Ctrl-D with the prompt unanswered
@@ -324,10 +371,11 @@ async def test_approve_says_so_when_the_daemon_dies_under_a_prompt(sandbox: Sand
     assert "Traceback" not in ap.stderr
 
 
-async def test_auto_answers_writes_but_still_asks_for_destructive_calls(sandbox: Sandbox) -> None:
+@ON_SHARED_HOST
+async def test_auto_answers_writes_but_still_asks_for_destructive_calls(hosted: Hosted) -> None:
+    d = hosted.daemon
     async with (
-        probe_daemon(sandbox) as d,
-        approving(sandbox, "--auto", "allow") as ap,
+        approving(hosted.box, "--auto", "allow") as ap,
         http_agent(d.url, d.headers) as agent,
     ):
         assert not (await agent.call_tool("call_tool_write", WRITE)).is_error
@@ -336,13 +384,14 @@ async def test_auto_answers_writes_but_still_asks_for_destructive_calls(sandbox:
         await ap.expect("Type wipe_notes or yes")
         await ap.type("deny")
         assert error_of(await result_of(call))["code"] == "PERMISSION_DENIED"
-    assert [c["status"] for c in sandbox.tool_calls()] == ["success", "denied"]
+    assert [c["status"] for c in hosted.tool_calls()] == ["success", "denied"]
 
 
-async def test_a_call_from_the_terminal_is_asked_as_mcphost_call_and_answered_in_its_words(sandbox: Sandbox) -> None:
-    async with probe_daemon(sandbox), approving(sandbox) as ap:
+@ON_SHARED_HOST
+async def test_a_call_from_the_terminal_is_asked_as_mcphost_call_and_answered_in_its_words(hosted: Hosted) -> None:
+    async with approving(hosted.box) as ap:
         args = ("call", "tool-write", "probe:plain_echo", "--args", '{"text": "t"}')
-        call = asyncio.create_task(anyio.to_thread.run_sync(lambda: mcphost(sandbox, *args)))
+        call = asyncio.create_task(anyio.to_thread.run_sync(lambda: mcphost(hosted.box, *args)))
         # A one-shot `mcphost call` is a session of one call: a session grant would end with it, and the prompt
         # says so instead of offering it.
         await ap.expect("Allow? [o]nce, [a]lways or [d]eny: ")
@@ -358,7 +407,7 @@ async def test_a_call_from_the_terminal_is_asked_as_mcphost_call_and_answered_in
     assert "mcphost: PERMISSION_DENIED: Permission denied by the user (mcphost approve" in done.stderr
     assert "this `mcphost call tool-write` call to 'probe:plain_echo'." in done.stderr
     assert "call_tool_write" not in done.stderr and "ask the user" not in done.stderr
-    (record,) = sandbox.tool_calls()
+    (record,) = hosted.tool_calls()
     assert record["client"] == f"mcphost call {__version__}"
     # The record keeps the message the agent-facing contract gives.
     assert "this call_tool_write call" in record["error"]["message"] and "ask the user" in record["error"]["message"]
