@@ -270,6 +270,22 @@ async def daemon(box: Sandbox, *extra_args: str, env: dict[str, str] | None = No
         await stop_process(process)
 
 
+@dataclass
+class Hosted:
+    """A daemon the tests of a module share, and the records of the calls the test at hand made (`tool_calls`)."""
+
+    box: Sandbox
+    daemon: Daemon
+    seen: int  # the records already there when the test began: earlier tests'
+
+    @classmethod
+    def now(cls, box: Sandbox, daemon: Daemon) -> Hosted:
+        return cls(box, daemon, len(box.tool_calls()))
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return self.box.tool_calls()[self.seen :]
+
+
 async def stop_process(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after 10 s: a test's own child never outlives it."""
     import anyio.to_thread

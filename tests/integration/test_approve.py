@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -21,7 +20,7 @@ import pytest_asyncio
 
 from mcphost import __version__
 from tests.editor_client import editor
-from tests.helpers import Daemon, Sandbox, daemon, error_of, http_agent, mcphost, text_of
+from tests.helpers import Daemon, Hosted, Sandbox, daemon, error_of, http_agent, mcphost, text_of
 
 WRITE = {"name": "probe:plain_echo", "args": {"text": "hello"}, "intent": {"operation_type": "write"}}
 DESTRUCTIVE = {
@@ -129,22 +128,9 @@ async def shared_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
         yield box, d
 
 
-@dataclass
-class Hosted:
-    """The module's daemon, and the records of the calls this test made."""
-
-    box: Sandbox
-    daemon: Daemon
-    seen: int  # records already there when the test began: earlier tests'
-
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return self.box.tool_calls()[self.seen :]
-
-
 @pytest.fixture
 def hosted(shared_host: tuple[Sandbox, Daemon]) -> Hosted:
-    box, d = shared_host
-    return Hosted(box, d, len(box.tool_calls()))
+    return Hosted.now(*shared_host)
 
 
 def call_in_background(client: Any, variant: str, arguments: dict[str, Any]) -> asyncio.Task[Any]:

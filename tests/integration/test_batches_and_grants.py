@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -18,7 +17,7 @@ import pytest_asyncio
 from mcp import Client
 
 from tests.editor_client import Answer, allow, allow_all, deny_all, editor, never
-from tests.helpers import Daemon, Sandbox, daemon, error_of, http_agent, mcphost, text_of
+from tests.helpers import Daemon, Hosted, Sandbox, daemon, error_of, http_agent, mcphost, text_of
 
 # The tests that share the module's daemon (each with editors and agents of its own) run on the module's loop.
 ON_SHARED_HOST = pytest.mark.asyncio(loop_scope="module")
@@ -81,22 +80,9 @@ async def shared_host(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
         yield box, d
 
 
-@dataclass
-class Hosted:
-    """The module's daemon (`host`'s config), and the records of the calls this test made."""
-
-    box: Sandbox
-    daemon: Daemon
-    seen: int  # records already there when the test began: earlier tests'
-
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return self.box.tool_calls()[self.seen :]
-
-
 @pytest.fixture
 def hosted(shared_host: tuple[Sandbox, Daemon]) -> Hosted:
-    box, d = shared_host
-    return Hosted(box, d, len(box.tool_calls()))
+    return Hosted.now(*shared_host)
 
 
 # ---- the rule in the prompt
