@@ -59,6 +59,8 @@ STOPPED = (
     "mcphost was stopped (a shutdown signal) during this call, which is on record as cancelled. It may or may not "
     "have reached the upstream server: check before repeating a write."
 )
+# What the session's end says in the log when the agent closed its end of the output.
+AGENT_GONE = "the agent closed its end of the session's output: the session ends, its calls are cut short"
 # What another request a shutdown signal left unanswered is answered.
 STOPPED_UNANSWERED = "mcphost was stopped (a shutdown signal) before it answered this request"
 
@@ -294,27 +296,23 @@ async def session_streams(
     async def stdin_reader() -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError), anyio.CancelScope() as reading:
             if stop is not None:
-                tg.start_soon(_stop_reading, reading)
+                tg.start_soon(_end_reading_at, stop, reading)
             if outbox.gone is not None:
-                tg.start_soon(_end_when_agent_gone, outbox.gone, reading)
-            # Reading ends at the end of input or at `stop`; either way `to_server` closes: the session's end.
+                # An agent that no longer reads its answers has nobody left to act for: a call it sent afterwards must
+                # not run (a destructive one least of all), nor one it sent before and that has not yet finished;
+                # those are cut short, on record as cancelled. (One that only closes its input is still answered.)
+                tg.start_soon(_end_reading_at, outbox.gone, reading, AGENT_GONE)
+            # Reading ends at the end of input, at `stop` or with the agent gone; each way `to_server` closes: the
+            # session's end.
             await _pump_stdin()
 
-    async def _stop_reading(reading: anyio.CancelScope) -> None:
-        assert stop is not None
-        await stop.wait()
+    async def _end_reading_at(
+        event: anyio.Event | asyncio.Event, reading: anyio.CancelScope, said: str | None = None
+    ) -> None:
+        await event.wait()
+        if said is not None and not reading.cancel_called:
+            logger.warning(said)
         reading.cancel()
-
-    async def _end_when_agent_gone(gone: asyncio.Event, reading: anyio.CancelScope) -> None:
-        # An agent that no longer reads its answers has nobody left to act for: a call it sent afterwards must not
-        # run (a destructive one least of all), nor one it sent before and that has not yet finished; those are cut
-        # short, on record as cancelled. (An agent that only closes its input is still there to be answered.)
-        await gone.wait()
-        if not reading.cancel_called:
-            logger.warning(
-                "the agent closed its end of the session's output: the session ends, its calls are cut short"
-            )
-            reading.cancel()
 
     async def _pump_stdin() -> None:
         # The shortcut's calls end (cut short, or answered with `answer_after_eof`) before `to_server` closes: the
