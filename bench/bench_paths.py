@@ -3,6 +3,9 @@
 The upstream is tests/servers/probe.py (tool `read_notes {"text": "x"}`). The paths:
 
 - direct stdio: the client spawns probe.py itself (the baseline, 1.0x);
+- direct stdio, paced: the same, the client idle between calls for as long as `mcphost mcp --in-process` adds to a
+  call (its last round's p50 less direct's): the upstream called as often as mcphost calls it, for what an
+  upstream that waits between calls loses on this machine (information beside the baseline, not the baseline);
 - the floor of mcphost's design: bench/floor_relay.py, a line relay that makes each answer durable (fdatasync)
   before passing it on and does nothing else (what any stdio proxy with a durable record costs on this machine);
 - `mcphost mcp --in-process`: mcphost over stdio, the gateway in that process;
@@ -122,12 +125,24 @@ START_TIMEOUT_S = 60.0
 SLOW_CALL_NS = 100_000_000  # --sdk: a path whose warm-up calls take longer gets SLOW_CALLS_PER_ROUND calls per round
 SLOW_CALLS_PER_ROUND = 5
 
-PATHS = ("direct", "floor", "in-process", "relay", "relay-sockets", "http", "http-2026", "supergateway", "mcp-proxy")
+PATHS = (
+    "direct",
+    "direct-paced",
+    "floor",
+    "in-process",
+    "relay",
+    "relay-sockets",
+    "http",
+    "http-2026",
+    "supergateway",
+    "mcp-proxy",
+)
 MCPHOST_PATHS = ("in-process", "relay", "relay-sockets", "http", "http-2026")
 MODERN_VERSION = "2026-07-28"  # the "http-2026" path: one exchange per call, no handshake and no session
 PEERS = ("supergateway", "mcp-proxy")
 LABELS = {
     "direct": "direct stdio (client spawns probe.py)",
+    "direct-paced": "direct stdio, paced: idle between calls as long as in process adds to one",
     "floor": "floor: line relay + fdatasync per answer, nothing else",
     "in-process": "mcphost mcp --in-process (stdio)",
     "relay": "mcphost mcp -> mcphost serve (stdio relay)",
@@ -909,12 +924,16 @@ class Target:
     bad: list[str] = field(default_factory=list)
     rounds_ns: list[list[int]] = field(default_factory=list)
     roots: list[int] = field(default_factory=list)  # the processes the path runs on (their children too)
+    warm_ns: list[int] = field(default_factory=list)  # the warm-up calls' latencies
+    pause_ns: int = 0  # idle before each call, off the clock ("direct-paced")
     cpu: CpuWatch | None = None
     cpu_rounds: list[tuple[float, float]] = field(default_factory=list)  # (proxy, upstream) ms a call, per round
     idle: tuple[float, float] | None = None  # its own processes, sessions open, no call: (CPU ms, wake-ups) a second
 
     def checked_call(self) -> int:
         """One call; its latency in ns. The answer is checked after the clock stops."""
+        if self.pause_ns:
+            time.sleep(self.pause_ns / 1e9)
         start = time.perf_counter_ns()
         text, is_error = self.call()
         elapsed = time.perf_counter_ns() - start
@@ -947,8 +966,7 @@ def interleaved(
         target.checked_call()
         if target.bad:
             raise BenchFailure(f"{target.bad[0]}; expected is_error=False, text={EXPECTED_TEXT!r}")
-        for _ in range(warmup):
-            target.checked_call()
+        target.warm_ns = [target.checked_call() for _ in range(warmup)]
         target.cpu = CpuWatch.of(target.roots)
         if pin is not None:
             if target.cpu is None:
@@ -956,12 +974,15 @@ def interleaved(
             pin_processes(target.cpu, pin)
 
     def one_round(target: Target) -> None:
+        if target.key == "direct-paced":
+            target.pause_ns = pause_ns(by_key["in-process"], by_key["direct"])
         before = target.cpu.sample() if target.cpu is not None else None
         target.rounds_ns.append([target.checked_call() for _ in range(calls)])
         after = target.cpu.sample() if target.cpu is not None else None
         if before is not None and after is not None:
             target.cpu_rounds.append(((after[0] - before[0]) / calls / 1e6, (after[1] - before[1]) / calls / 1e6))
 
+    by_key = {target.key: target for target in targets}
     for target in list(live):
         guarded(target, first)
     for index in range(rounds):
@@ -971,6 +992,17 @@ def interleaved(
         for target in order[shift:] + order[:shift]:
             guarded(target, one_round)
     targets[:] = live
+
+
+def pause_ns(paced_as: Target, direct: Target) -> int:
+    """How long "direct-paced" waits before each call: what `paced_as` adds to direct's call, by their latest round
+    each (their warm-up before either has one), as the upstream waits between two calls through a proxy."""
+
+    def latest(target: Target) -> float:
+        calls = target.rounds_ns[-1] if target.rounds_ns else target.warm_ns
+        return statistics.median(calls) if calls else 0.0
+
+    return max(0, round(latest(paced_as) - latest(direct)))
 
 
 IDLE_WINDOW_S = 5.0
@@ -1089,8 +1121,8 @@ def open_plain(
     """A connected, initialised plain client for path `key`; whether its calls go through mcphost (started as
     `mcphost`, by default the installed command)."""
     rpc: Rpc
-    if key == "direct":
-        rpc = StdioRpc([sys.executable, str(PROBE)], dict(os.environ), stack.enter_context(box.stderr_file("direct")))
+    if key in ("direct", "direct-paced"):
+        rpc = StdioRpc([sys.executable, str(PROBE)], dict(os.environ), stack.enter_context(box.stderr_file(key)))
     elif key == "floor":
         rpc = StdioRpc(floor_argv(box, fsync), dict(os.environ), stack.enter_context(box.stderr_file("floor")))
     elif key in ("in-process", "relay", "relay-sockets"):
@@ -1200,7 +1232,8 @@ def measure_sdk(
             clients: list[tuple[Target, Any]] = []
             for key in opts.paths:
                 # The SDK's stdio client spawns on pipes only; in auto mode its HTTP client is the 2026-07-28 row.
-                if key in unavailable or key in ("relay-sockets", "http-2026"):
+                # The SDK times the paths as they are: nothing paced.
+                if key in unavailable or key in ("relay-sockets", "http-2026", "direct-paced"):
                     continue
                 start = time.perf_counter()
                 errlog = astack.enter_context((box.root / f"sdk-{mode}-{key}.stderr").open("w", encoding="utf-8"))
@@ -1444,6 +1477,13 @@ def render(report: dict[str, Any]) -> str:
     over = [f"{k} {rows[k]['p50_ms'] / floor['p50_ms']:.2f}x" for k in MCPHOST_PATHS if k in rows] if floor else []
     if over:
         lines.append(f"(against the floor, the least a proxy with a durable record costs here: {', '.join(over)})")
+    paced = rows.get("direct-paced")
+    slower = [f"{k} {rows[k]['p50_ms'] / paced['p50_ms']:.2f}x" for k in MCPHOST_PATHS if k in rows] if paced else []
+    if paced and slower and "direct" in rows:
+        lines.append(
+            f"(the upstream called as seldom as in process calls it answers {paced['ratio']:.2f}x as slowly as called "
+            f"back to back; against direct paced so: {', '.join(slower)})"
+        )
     idle = [r for r in report["rows"] if r.get("idle")]
     if idle:
         lines += [
@@ -1551,6 +1591,8 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--calls and --rounds must be at least 1, --warmup at least 0")
     if not 0 <= opts.payload <= 1 << 20:
         parser.error("--payload: from 0 to 1048576 bytes")
+    if "direct-paced" in opts.paths and not {"direct", "in-process"} <= set(opts.paths):
+        parser.error("--paths: direct-paced is paced by direct and in-process: name both")
     # The table's order, whatever order they were named in.
     opts.paths = [p for p in PATHS if p in opts.paths]
     return opts

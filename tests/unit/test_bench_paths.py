@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,37 @@ def test_a_json_payload_is_one_line_of_records_of_that_many_bytes(monkeypatch: p
 def test_a_payload_out_of_range_is_refused(payload: str) -> None:
     with pytest.raises(SystemExit):
         parse_cli(["--payload", payload])
+
+
+def _timed(key: str, warm_us: list[int], rounds_us: list[list[int]]) -> bench_paths.Target:
+    target = bench_paths.Target(key, key, lambda: ("", False), key != "direct")
+    target.warm_ns = [us * 1000 for us in warm_us]
+    target.rounds_ns = [[us * 1000 for us in r] for r in rounds_us]
+    return target
+
+
+def test_the_paced_direct_path_waits_what_in_process_adds_by_their_latest_rounds() -> None:
+    # Before either has a round, their warm-up calls; then each one's latest round, not the first or all of them.
+    in_process, direct = _timed("in-process", [3000, 3400, 3200], []), _timed("direct", [1000, 1200, 1100], [])
+    assert bench_paths.pause_ns(in_process, direct) == 2_100_000
+    in_process.rounds_ns = [[9_000_000], [2_500_000, 2_600_000, 2_700_000]]
+    direct.rounds_ns = [[1_000_000], [1_300_000]]
+    assert bench_paths.pause_ns(in_process, direct) == 1_300_000
+    # Never a negative wait: a round where in process came out ahead of direct waits nothing.
+    assert bench_paths.pause_ns(_timed("in-process", [900], []), _timed("direct", [1000], [])) == 0
+
+
+def test_a_paced_call_waits_off_the_clock() -> None:
+    target = bench_paths.Target("direct-paced", "paced", lambda: (bench_paths.EXPECTED_TEXT, False), False)
+    target.pause_ns = 50_000_000
+    started = time.perf_counter_ns()
+    timed = target.checked_call()
+    assert time.perf_counter_ns() - started >= 50_000_000
+    assert timed < 50_000_000
+    assert not target.bad
+
+
+def test_the_paced_direct_path_needs_what_paces_it() -> None:
+    with pytest.raises(SystemExit):
+        parse_cli(["--paths", "direct,direct-paced"])
+    assert parse_cli(["--paths", "direct-paced,in-process,direct"]).paths == ["direct", "direct-paced", "in-process"]
