@@ -54,6 +54,7 @@ from bench.common import BenchFailure, cpu_ticks, machine, percentile, run_bench
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "servers" / "probe.py"
 FLOOR = REPO / "bench" / "floor_relay.py"
+EDITOR_WATCH = REPO / "bench" / "editor_watch.py"
 
 PROTOCOL_VERSION = "2025-06-18"
 DIRECT_TOOL = "read_notes"
@@ -1005,6 +1006,40 @@ def pause_ns(paced_as: Target, direct: Target) -> int:
     return max(0, round(latest(paced_as) - latest(direct)))
 
 
+def watch_daemon(box: Sandbox, stack: ExitStack, daemon_pid: int) -> subprocess.Popen[bytes]:
+    """`--editor`: bench/editor_watch.py attached to the daemon, taking its activity as the VS Code extension does."""
+    info = json.loads((box.runtime / f"daemon-{daemon_pid}.json").read_text(encoding="utf-8"))
+    watcher = subprocess.Popen(
+        [sys.executable, str(EDITOR_WATCH), str(info["editor_socket"])],
+        stdout=subprocess.PIPE,
+        stderr=stack.enter_context(box.stderr_file("editor")),
+        cwd=REPO,
+    )
+    stack.callback(terminate, watcher, 5)
+    assert watcher.stdout is not None
+    if watcher.stdout.readline().strip() != b"attached":
+        raise BenchFailure(f"the editor did not attach to the daemon: {box.stderr_tail('editor')}")
+    return watcher
+
+
+def watched(watcher: subprocess.Popen[bytes], box: Sandbox) -> dict[str, int]:
+    """What the editor was told, once the last call's record has had time to reach it."""
+    time.sleep(EDITOR_SETTLE_S)
+    watcher.send_signal(signal.SIGTERM)
+    assert watcher.stdout is not None
+    out = watcher.stdout.read()
+    watcher.wait(10)
+    try:
+        counts: dict[str, int] = json.loads(out)
+    except ValueError:
+        raise BenchFailure(f"the editor said {out[:200]!r}: {box.stderr_tail('editor')}") from None
+    return counts
+
+
+# A record is told to the editors on the daemon's next turn after its call is answered: this is ample.
+EDITOR_SETTLE_S = 0.5
+DAEMON_PATHS = ("relay", "relay-sockets", "http", "http-2026")
+
 IDLE_WINDOW_S = 5.0
 
 
@@ -1350,11 +1385,13 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
         with deadline(opts.timeout):
             with ExitStack() as stack:
                 urls, versions, unavailable, pids = start_servers(opts.paths, box, stack)
+                watcher = watch_daemon(box, stack, pids["http"]) if opts.editor and "http" in pids else None
                 plain = measure_plain(opts, box, stack, urls, versions, unavailable, pids)
                 sdk: list[Target] = []
                 if opts.sdk:
                     for mode in ("legacy", "auto"):
                         sdk.extend(measure_sdk(opts, box, urls, versions, unavailable, mode))
+                editor = watched(watcher, box) if watcher is not None else None
                 # Leaving the stack ends every session and server, so every record is on disk when counted.
             logged = count_tool_calls(box.activity_log)
     for target in plain + sdk:
@@ -1366,6 +1403,13 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
     made = sum(t.calls_made for t in plain + sdk if t.through_mcphost)
     if logged != made:
         raise BenchFailure(f"{made} calls went through mcphost but activity.jsonl holds {logged} tool_call records")
+    if editor is not None:
+        editor["calls_through_the_daemon"] = sum(t.calls_made for t in plain + sdk if t.key in DAEMON_PATHS)
+        if editor["tool_calls"] < editor["calls_through_the_daemon"]:
+            raise BenchFailure(
+                f"the editor watching was told {editor['tool_calls']} tool calls' records for "
+                f"{editor['calls_through_the_daemon']} calls through the daemon"
+            )
     report: dict[str, Any] = {
         "benchmark": "paths",
         "machine": host,
@@ -1378,6 +1422,7 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
             "activity_log": f"on, fsync = {'true' if opts.fsync else 'false'}",
             "sdk": opts.sdk,
             "pin_proxy": opts.pin_proxy,
+            "editor": opts.editor,
             "payload_bytes": opts.payload,
             "payload_shape": opts.payload_shape if opts.payload else None,
         },
@@ -1391,6 +1436,8 @@ def run(opts: argparse.Namespace) -> dict[str, Any]:
         for mode in ("legacy", "auto"):
             group = [t for t in sdk if t.label.startswith(f"SDK {mode}:")]
             report["sdk_rows"] += rows_of(group, next((t for t in group if t.key == "direct"), None))
+    if editor is not None:
+        report["editor"] = editor
     report["targets"] = targets(report)
     report["machine"]["load_average_1m_end"] = os.getloadavg()[0]
     report["machine"]["steal"] = steal_share(ticks, cpu_ticks())
@@ -1460,6 +1507,12 @@ def render(report: dict[str, Any]) -> str:
         "CPU ms/call (median over the rounds, every thread, from /proc): what the path's own processes spent on the "
         "CPU per call (mcphost's, the relay's and the daemon's, a peer's, the floor's), and what the upstream did",
     ]
+    if report.get("editor"):
+        e = report["editor"]
+        lines.append(
+            f"an editor attached to the daemon takes its activity, as the VS Code extension does (--editor): told "
+            f"{e['tool_calls']} tool calls' records for {e['calls_through_the_daemon']} calls through the daemon"
+        )
     if s.get("pin_proxy") is not None:
         lines.append(
             f"pinned after the warm-up (--pin-proxy): each path's own processes on cpu{s['pin_proxy']} alone, the "
@@ -1557,6 +1610,12 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="CPU",
         help="after the warm-up, run each path's own processes on this CPU alone and the upstream on the others "
         "(Linux): where a proxy runs moves its fsync's cost",
+    )
+    parser.add_argument(
+        "--editor",
+        action="store_true",
+        help="an editor attached to the daemon takes its activity, as the VS Code extension does: what the relay "
+        "and HTTP paths cost while VS Code is open",
     )
     parser.add_argument(
         "--payload",

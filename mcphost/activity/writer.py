@@ -16,6 +16,7 @@ written meanwhile wait for the next one, which covers all of them, so the cost p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
@@ -39,11 +40,7 @@ from mcphost.paths import data_dir_fix, open_regular, writable_by_others
 
 logger = logging.getLogger(__name__)
 
-# Called with what makes each record as written (redacted), so listeners never see what the disk does not. Made
-# only for a listener that asks, and once however many ask: a daemon with no editor watching and no export pays
-# nothing for it on a call's way back.
-Payload = Callable[[], dict[str, Any]]
-_Listener = Callable[[Payload], None]
+_Listener = Callable[["Payload"], None]
 # The live file as one look at it found it: (device, inode, size).
 _Live = tuple[int, int, int]
 # Records kept in memory while the disk refuses them (full, read-only); written first once it accepts again.
@@ -120,8 +117,15 @@ class ActivityLog:
     # ---- writing
 
     def append(self, record: ActivityRecord | CallRecord) -> int | None:
-        """Hand one record to the OS. Returns its sequence number for `sync_through`, or None when the disk
-        refused it (it is then kept in memory and written first once the disk accepts writes again)."""
+        """Hand one record to the OS, and tell the listeners. Returns its sequence number for `sync_through`, or None
+        when the disk refused it (it is then kept in memory and written first once the disk accepts writes again)."""
+        seq, payload = self._hand_over(record)
+        if payload is not None:
+            self._tell(payload)
+        return seq
+
+    def _hand_over(self, record: ActivityRecord | CallRecord) -> tuple[int | None, Payload | None]:
+        """`append`, leaving the listeners to the caller: the record's payload when any listens."""
         data, safe_dict = record.encode_line()
         seq: int | None = None
         with self._lock:
@@ -137,44 +141,52 @@ class ActivityLog:
                 if self.last_error is not None:
                     print(f"mcphost: activity log {self.path} is writable again", file=sys.stderr, flush=True)
                     self.last_error = self._remedy = None
-        if self._listeners:
-            payload = _Once(safe_dict)
-            for listener in self._listeners:
-                try:
-                    listener(payload)
-                except Exception:
-                    logger.exception("activity listener failed")
-        return seq
+        return seq, Payload(safe_dict, data.rstrip(b"\n")) if self._listeners else None
+
+    def _tell(self, payload: Payload) -> None:
+        for listener in self._listeners:
+            try:
+                listener(payload)
+            except Exception:
+                logger.exception("activity listener failed")
 
     async def write(self, record: ActivityRecord | CallRecord, *, alone: bool = False) -> bool:
         """Append, and return once the record is on disk (when `fsync` is on). Never raises.
 
+        The listeners (editors watching, the export) hear of the record once it is on disk, or known not to be, on
+        the event loop's next turn: after the answer it belongs to has gone out. Told inline, an editor's
+        notification cost every call its encoding and the editor's wake-up, on the way to the agent.
+
         `alone`: no other call is under way, so nothing can share this record's fsync and nobody waits on the event
         loop meanwhile: it is made here, without the round trip to a worker thread (which, on a busy machine, costs
         as much as the fsync). Records written together take the group path below."""
-        seq = self.append(record)
-        if seq is None:
-            return False
-        if not self.settings.fsync:
-            return True
-        if alone and self._flushing is None:
-            return self.sync_through(seq)
-        # One task at a time takes an fsync to a worker thread; the others wait for it and find themselves
-        # covered, so a burst of calls costs one thread round trip and one fsync, not one of each per call.
-        while self._synced < seq:
-            running = self._flushing
-            if running is not None:
-                await running.wait()
-                continue
-            self._flushing = done = anyio.Event()
-            try:
-                ok = await anyio.to_thread.run_sync(self.sync_through, self._written)
-            finally:
-                self._flushing = None
-                done.set()
-            if not ok:
+        seq, payload = self._hand_over(record)
+        try:
+            if seq is None:
                 return False
-        return True
+            if not self.settings.fsync:
+                return True
+            if alone and self._flushing is None:
+                return self.sync_through(seq)
+            # One task at a time takes an fsync to a worker thread; the others wait for it and find themselves
+            # covered, so a burst of calls costs one thread round trip and one fsync, not one of each per call.
+            while self._synced < seq:
+                running = self._flushing
+                if running is not None:
+                    await running.wait()
+                    continue
+                self._flushing = done = anyio.Event()
+                try:
+                    ok = await anyio.to_thread.run_sync(self.sync_through, self._written)
+                finally:
+                    self._flushing = None
+                    done.set()
+                if not ok:
+                    return False
+            return True
+        finally:
+            if payload is not None:
+                asyncio.get_running_loop().call_soon(self._tell, payload)
 
     def sync_through(self, seq: int) -> bool:
         """Block until record `seq` is on disk; one fsync serves every record written before it started."""
@@ -508,15 +520,18 @@ def _command_line(pid: int) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
-class _Once:
-    """`make()`, made at the first call and kept. `functools.cache` would do, at the price of building an
+class Payload:
+    """A record as written (redacted), for listeners, so that they never see what the disk does not: `line`, its
+    JSON as the log has it (no line end), and, called, its dict, made at the first call and kept: a daemon with no
+    export pays nothing for the dict on a call's way back. `functools.cache` would do, at the price of building an
     lru_cache wrapper on every record (10 µs a call in the daemon's profile, more than the listeners' own work)."""
 
-    __slots__ = ("_made", "_make")
+    __slots__ = ("_made", "_make", "line")
 
-    def __init__(self, make: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, make: Callable[[], dict[str, Any]], line: bytes) -> None:
         self._make: Callable[[], dict[str, Any]] | None = make
         self._made: dict[str, Any] = {}
+        self.line = line
 
     def __call__(self) -> dict[str, Any]:
         make = self._make

@@ -123,10 +123,8 @@ class EditorHub:
 
     def _on_record(self, payload: Payload) -> None:
         listeners = [c for c in self.connections.values() if c.attached and c.wants_activity]
-        if listeners:
-            record = payload()
-            for connection in listeners:
-                connection.send(p.ACTIVITY, record)
+        for connection in listeners:
+            connection.send_json(p.ACTIVITY, payload.line)
         if self.activity.last_error != self._log_error:
             self._log_error = self.activity.last_error
             self.status_changed()

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 from pygls.io_ import StdoutWriter
 
 from mcphost import discovery
+from mcphost.editor import wire
 from mcphost.editor.connection import EditorConnection, SocketWriter
 from mcphost.editor.hub import EditorHub
 from mcphost.paths import ensure_private_dir, runtime_dir
@@ -92,5 +93,4 @@ class _FileReader:
 
 def _show_message(text: str) -> bytes:
     """A window/showMessage notification (an error), framed: what an editor shows of a connection refused."""
-    body = json.dumps({"jsonrpc": "2.0", "method": "window/showMessage", "params": {"type": 1, "message": text}})
-    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode())
+    return wire.notification("window/showMessage", json.dumps({"type": 1, "message": text}).encode())

@@ -265,3 +265,23 @@ async def test_every_tool_call_record_reaches_the_editor_as_activity(shared: Dae
     assert [a["id"] for a in seen()] == ids
     assert [a["status"] for a in seen()] == ["success", "success", "rejected"]
     assert seen()[1]["decision"]["by"] == "editor"
+
+
+async def test_the_activity_an_editor_is_told_is_each_record_as_the_log_has_it(shared: Daemon) -> None:
+    # The notification carries the record's line as written: redacted, every character as the log keeps it.
+    before = len(shared.box.tool_calls())
+    text = f"naïve ✓ \x1b[31mred\x1b[0m Authorization: Bearer {GITHUB_TOKEN} 「引用」"
+    async with editor(shared.editor_socket, allow()) as ed, http_agent(shared.url, shared.headers) as client:
+        assert_ok(await call(client, "read", "read_notes", {"text": text}, reason=f"token {GITHUB_TOKEN}"))
+        assert_ok(await call(client, "write", "plain_echo", {"text": text, "api_key": OPENAI_KEY}))
+        records = new_calls(shared.box, before)
+        ids = {r["id"] for r in records}
+
+        def seen() -> list[Any]:
+            return [a for a in ed.activity if a.get("id") in ids]
+
+        await ed.wait_for(lambda: len(seen()) >= 2, SOON)
+    assert seen() == records
+    told = json.dumps(seen(), ensure_ascii=False)
+    assert GITHUB_TOKEN not in told and OPENAI_KEY not in told
+    assert [a["arguments"]["text"] for a in seen()] == [text.replace(GITHUB_TOKEN, "[REDACTED:github]")] * 2

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
 import subprocess
@@ -174,6 +176,45 @@ def test_listeners_see_each_record_and_a_failing_one_is_contained(tmp_path: Path
     record = ActivityRecord(server="s")
     assert log.append(record) is not None
     assert seen == [record.id, "s"]
+
+
+async def test_a_written_record_is_told_once_on_disk_and_after_the_writer_has_moved_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Told inline, an editor's notification cost every call its encoding and the editor's wake-up before the answer.
+    log = ActivityLog(tmp_path / "a.jsonl", LogSettings(fsync=True))
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (real(fd), synced.append(fd))[0])
+    told: list[tuple[int, bytes, dict[str, Any]]] = []
+    log.subscribe(lambda payload: told.append((len(synced), payload.line, payload())))
+    for alone in (True, False):  # made here, or by the group commit's worker thread
+        record = ActivityRecord(server="s", details={"text": "naïve ✓ \x1b[31m"})
+        assert await log.write(record, alone=alone)
+        assert len(told) == int(not alone)  # the caller goes on first (to answer the call) ...
+        await asyncio.sleep(0)
+        assert len(told) == 1 + int(not alone)  # ... and the listeners hear of it on the loop's next turn
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines()
+    assert [(n, line) for n, line, _ in told] == [(1, lines[0]), (2, lines[1])]  # on disk when told, as written
+    assert [as_dict for _, _, as_dict in told] == [json.loads(line) for line in lines]
+
+
+async def test_a_record_the_disk_refuses_is_still_told_to_listeners_after_the_writer_moved_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = ActivityLog(tmp_path / "a.jsonl", LogSettings(fsync=True))
+    told: list[bytes] = []
+    log.subscribe(lambda payload: told.append(payload.line))
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    assert not await log.write(ActivityRecord(server="s"), alone=True)
+    assert told == []
+    await asyncio.sleep(0)
+    assert len(told) == 1 and json.loads(told[0])["server"] == "s"
+    log.close()
 
 
 def test_a_record_is_made_for_listeners_once_and_only_when_one_asks(
