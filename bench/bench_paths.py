@@ -1650,6 +1650,8 @@ def parse_cli(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--calls and --rounds must be at least 1, --warmup at least 0")
     if not 0 <= opts.payload <= 1 << 20:
         parser.error("--payload: from 0 to 1048576 bytes")
+    if opts.editor and not set(DAEMON_PATHS) & set(opts.paths):
+        parser.error(f"--editor watches the daemon: name one of {', '.join(DAEMON_PATHS)} in --paths")
     if "direct-paced" in opts.paths and not {"direct", "in-process"} <= set(opts.paths):
         parser.error("--paths: direct-paced is paced by direct and in-process: name both")
     # The table's order, whatever order they were named in.

@@ -115,6 +115,12 @@ def test_a_paced_call_waits_off_the_clock() -> None:
     assert not target.bad
 
 
+def test_an_editor_watches_only_where_a_daemon_runs() -> None:
+    with pytest.raises(SystemExit):
+        parse_cli(["--paths", "direct,in-process", "--editor"])
+    assert parse_cli(["--paths", "direct,relay", "--editor"]).editor
+
+
 def test_the_paced_direct_path_needs_what_paces_it() -> None:
     with pytest.raises(SystemExit):
         parse_cli(["--paths", "direct,direct-paced"])
