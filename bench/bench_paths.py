@@ -139,6 +139,7 @@ PATHS = (
     "mcp-proxy",
 )
 MCPHOST_PATHS = ("in-process", "relay", "relay-sockets", "http", "http-2026")
+DAEMON_PATHS = MCPHOST_PATHS[1:]  # the paths a running `mcphost serve` serves
 MODERN_VERSION = "2026-07-28"  # the "http-2026" path: one exchange per call, no handshake and no session
 PEERS = ("supergateway", "mcp-proxy")
 LABELS = {
@@ -1038,7 +1039,6 @@ def watched(watcher: subprocess.Popen[bytes], box: Sandbox) -> dict[str, int]:
 
 # A record is told to the editors on the daemon's next turn after its call is answered: this is ample.
 EDITOR_SETTLE_S = 0.5
-DAEMON_PATHS = ("relay", "relay-sockets", "http", "http-2026")
 
 IDLE_WINDOW_S = 5.0
 
@@ -1185,7 +1185,7 @@ def start_servers(
     versions: dict[str, str] = {}
     unavailable: dict[str, str] = {}
     pids: dict[str, int] = {}
-    if {"relay", "relay-sockets", "http", "http-2026"} & set(paths):
+    if set(DAEMON_PATHS) & set(paths):
         daemon = start_daemon(box, stack, mcphost)
         urls["http"] = urls["http-2026"] = (daemon.url, daemon.headers)
         pids["relay"] = pids["relay-sockets"] = pids["http"] = pids["http-2026"] = daemon.process.pid

@@ -318,11 +318,13 @@ class EditorConnection(LanguageServer):
 
     # ---- sending
 
-    def send(self, method: str, params: Any) -> None:
-        if self.closed:
-            return
+    def _behind(self) -> bool:
+        """Closed, or so far behind in reading that a notification is dropped rather than queued."""
         writer = self._writer
-        if isinstance(writer, SocketWriter) and writer.buffered() > MAX_BUFFERED_NOTIFICATIONS:
+        return self.closed or (isinstance(writer, SocketWriter) and writer.buffered() > MAX_BUFFERED_NOTIFICATIONS)
+
+    def send(self, method: str, params: Any) -> None:
+        if self._behind():
             return
         try:
             self.protocol.notify(method, params)
@@ -334,9 +336,7 @@ class EditorConnection(LanguageServer):
         encode them again, its converter walking every value first: some 60 µs a record, paid by every call while an
         editor watches."""
         writer = self._writer
-        if self.closed or writer is None:
-            return
-        if isinstance(writer, SocketWriter) and writer.buffered() > MAX_BUFFERED_NOTIFICATIONS:
+        if writer is None or self._behind():
             return
         try:
             writer.write(wire.notification(method, params))

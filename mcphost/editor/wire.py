@@ -30,14 +30,10 @@ REQUEST_FAILED = -32803  # LSP's: a well-formed request the daemon cannot carry 
 INTERNAL_MESSAGE = "internal error in the mcphost daemon (its log has the details)"
 
 
-def frame(body: bytes) -> bytes:
-    """`body` framed as the daemon sends every message: its Content-Length in bytes, then the body."""
-    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-
-
 def notification(method: str, params: bytes) -> bytes:
-    """A JSON-RPC notification whose params are JSON already, framed."""
-    return frame(b'{"jsonrpc":"2.0","method":' + json.dumps(method).encode() + b',"params":' + params + b"}")
+    """A JSON-RPC notification whose params are JSON already, framed: its Content-Length in bytes, then the body."""
+    body = b'{"jsonrpc":"2.0","method":' + json.dumps(method).encode() + b',"params":' + params + b"}"
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
 
 
 class FrameError(Exception):
