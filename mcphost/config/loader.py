@@ -56,6 +56,11 @@ class LoadedConfig:
     sha256: str | None = None
 
 
+# Arrays and tables inside each other past this depth are no config a person wrote. Refused, with where, before they
+# reach what walks a value level by level: tomllib gives up near 490 levels (a RecursionError, which came out as a
+# traceback from `config validate` and a failed reload), tomli-w in `config show`, the rules' comparisons.
+MAX_NESTING = 64
+
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
 # tomllib says this, without a line, when the text ends inside a construct: a file cut short, or saved half-way.
 _TOML_AT_END = re.compile(r"\s*\(at end of document\)")
@@ -77,6 +82,14 @@ def parse_config(text: str, file: Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, [_syntax_issue(str(exc), text)]) from None
+    except RecursionError:
+        offset = _brackets_nest_past(text, MAX_NESTING)
+        line, column = (1, 1) if offset is None else _position_after(text[:offset])
+        raise ConfigError(file, [ConfigIssue("", _TOO_DEEP, line, column)]) from None
+    deep = _nested_past(data, MAX_NESTING)
+    if deep is not None:
+        shown = ".".join(deep[:8]) + (".…" if len(deep) > 8 else "")  # sixty-odd ".0"s tell no one more
+        raise ConfigError(file, [ConfigIssue(shown, _TOO_DEEP, *locate(text, deep))])
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
@@ -96,6 +109,54 @@ def _syntax_issue(error: str, text: str) -> ConfigIssue:
     if _TOML_AT_END.search(error):
         message += " (the file ends here: was it saved completely?)"
     return ConfigIssue("", f"TOML syntax error: {message}", line, column)
+
+
+_TOO_DEEP = f"arrays and tables nested more than {MAX_NESTING} levels deep; a config needs far fewer"
+
+
+def _nested_past(data: dict[str, Any], limit: int) -> tuple[str, ...] | None:
+    """The key path of the first table or array (in the file's order) that lies more than `limit` levels deep."""
+    stack: list[tuple[tuple[str, ...], Any, int]] = [((), data, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = [(str(key), item) for key, item in value.items()]
+        elif isinstance(value, list):
+            children = [(str(index), item) for index, item in enumerate(value)]
+        else:
+            continue
+        if depth > limit:
+            return path
+        stack.extend(((*path, key), item, depth + 1) for key, item in reversed(children))
+    return None
+
+
+def _brackets_nest_past(text: str, limit: int) -> int | None:
+    """Where in `text` brackets and braces first nest more than `limit` deep (an offset), those in strings and
+    comments aside: the place to show for a file too deep for tomllib to read at all."""
+    depth, i, end = 0, 0, len(text)
+    while i < end:
+        char = text[i]
+        if char in "\"'":
+            quote = char * 3 if text.startswith(char * 3, i) else char
+            i += len(quote)
+            while i < end and not text.startswith(quote, i):
+                if len(quote) == 1 and text[i] == "\n":
+                    break  # a one-line string left open ends with its line
+                i += 2 if char == '"' and text[i] == "\\" else 1
+            i += len(quote)
+        elif char == "#":
+            newline = text.find("\n", i)
+            i = end if newline < 0 else newline
+        else:
+            if char in "[{":
+                depth += 1
+                if depth > limit:
+                    return i
+            elif char in "]}":
+                depth = max(depth - 1, 0)
+            i += 1
+    return None
 
 
 def _position_after(text: str) -> tuple[int, int]:

@@ -46,7 +46,8 @@ def read_state(path: Path | None = None) -> dict[str, Any]:
         return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        # RecursionError: values nested hundreds deep, which tomllib cannot read.
         logger.warning("ignoring the unreadable state file %s: %s", target, exc)
         return {}
 

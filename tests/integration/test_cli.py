@@ -185,6 +185,14 @@ def test_validate_names_line_and_column_of_a_file_cut_short_or_not_utf8(sandbox:
     assert daemonless.returncode == 1 and "line 2, column 12" in daemonless.stderr
 
 
+def test_validate_says_where_a_file_nests_too_deep_to_read_instead_of_a_traceback(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nwrite = "ask"\nx = ' + "[" * 5000 + "]" * 5000 + "\n")
+    result = mcphost(sandbox, "config", "validate")
+    assert result.returncode == 1
+    assert "line 3, column 69: arrays and tables nested more than 64 levels deep" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr) < 1000
+
+
 def test_validate_names_the_key_and_type_of_a_quoted_boolean(sandbox: Sandbox) -> None:
     sandbox.write_config('[intent_declaration]\nstrict_server_validation = "no"\n')
     result = mcphost(sandbox, "config", "validate")

@@ -10,8 +10,9 @@ from pydantic import BaseModel
 
 from mcphost.config import ConfigError, ConfigIssue, load_config, parse_config
 from mcphost.config import models as config_models
-from mcphost.config.loader import locate
+from mcphost.config.loader import MAX_NESTING, locate
 from mcphost.config.starter import starter_config
+from mcphost.config.state import read_state
 from mcphost.config.watcher import Rejected, read_config_file
 from mcphost.policy import Action
 
@@ -93,6 +94,55 @@ def test_a_file_that_is_not_utf8_names_the_line_and_column_of_the_first_bad_byte
     _, event = read_config_file(path)
     assert isinstance(event, Rejected)
     assert [(i.line, i.column) for i in event.error.issues] == [(line, column)]
+
+
+# What comes before the deep value: brackets and braces in a comment and in strings of every kind, which do not nest.
+_DECOYS = (
+    "# [[[[ {{{{\n" + 'a = "[[ \\" {{"\n' + "b = '[[[['\n" + 'c = """\n]]]] [[[[ \\""" {{\n"""\n' + "d = '''[[[['''\n"
+)
+
+
+@pytest.mark.parametrize(("opener", "closer"), [("[", "]"), ("{a = ", "}")], ids=["arrays", "inline tables"])
+def test_a_file_nested_past_what_tomllib_can_read_is_refused_where_it_nests_too_deep(
+    tmp_path: Path, opener: str, closer: str
+) -> None:
+    # Some 490 levels take tomllib past Python's recursion limit: this came out of `config validate` as a traceback
+    # thousands of lines long, and a daemon's reload failed with one instead of rejecting the save.
+    text = _DECOYS + "x = " + opener * 1000 + "1" + closer * 1000 + "\n"
+    (issue,) = rejected(text)
+    assert issue.message == f"arrays and tables nested more than {MAX_NESTING} levels deep; a config needs far fewer"
+    # At the opener that passes the limit, the decoys not counted.
+    assert (issue.line, issue.column) == (_DECOYS.count("\n") + 1, len("x = ") + len(opener) * MAX_NESTING + 1)
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    _, event = read_config_file(path)
+    assert isinstance(event, Rejected) and event.error.issues == [issue]
+
+
+def _rule_matching(value: str) -> str:
+    return '[[rules]]\ntool = "git:push"\naction = "deny"\nargs = { branch = { equals = ' + value + " } }\n"
+
+
+def test_a_value_nested_past_the_limit_is_refused_at_its_key_and_one_level_less_is_a_value_like_any() -> None:
+    # rules[0].args.branch.equals: the rule's array of tables, its table, args and branch are four levels.
+    levels = MAX_NESTING - 4
+    allowed = parse_config(_rule_matching("[" * levels + '"main"' + "]" * levels), FILE)
+    assert allowed.rules[0].args["branch"].equals is not None
+    for too_deep in ("[" * (levels + 1) + "]" * (levels + 1), "{ " + ".".join(["k"] * (levels + 1)) + " = 1 }"):
+        (issue,) = rejected(_rule_matching(too_deep))
+        assert issue.message.startswith(f"arrays and tables nested more than {MAX_NESTING} levels deep")
+        assert (issue.line, issue.column) == (4, 1)
+        assert issue.path.startswith("rules.0.args.branch.") and issue.path.endswith(".…")
+
+
+def test_a_state_file_too_deep_to_read_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "state.toml"
+    path.write_text("grants = " + "[" * 1000 + "]" * 1000 + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    assert read_state(path) == {}
+    assert "ignoring the unreadable state file" in caplog.text
 
 
 def test_a_value_error_on_a_whole_table_points_at_the_table() -> None:
