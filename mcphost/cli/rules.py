@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcphost.cli.common import add_output_flag, fail, load_or_exit, print_json
+from mcphost.cli.common import add_output_flag, fail, for_terminal, load_or_exit, print_json
 from mcphost.console import safe
 
 
@@ -26,20 +26,23 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 def run_test(args: argparse.Namespace) -> int:
     from mcphost.approval.approvals import path_resolver
+    from mcphost.errors import GatewayError
+    from mcphost.gateway.arguments import parse_args
     from mcphost.intent import OperationType, ToolVariant
     from mcphost.policy import RuleSubject, decide
 
     server, sep, tool = args.tool.partition(":")
     if not sep or not server or not tool:
         fail(f"name the tool as SERVER:TOOL (got {args.tool!r})", 2)
-    try:
-        arguments = json.loads(args.args)
-    except ValueError as exc:
-        fail(f"--args is not JSON: {exc}", 2)
-    if not isinstance(arguments, dict):
-        fail("--args must be a JSON object (argument name -> value)", 2)
-    loaded = load_or_exit(args)
     variant = ToolVariant.for_operation(OperationType(args.variant))
+    try:
+        # As the gateway reads a call's args_json: what it would refuse before any rule (too deep to record, text
+        # that is not Unicode, not an object) is no question for the rules, and JSON past the stack's depth is no
+        # traceback.
+        arguments = parse_args({"args_json": args.args}, variant)
+    except GatewayError as exc:
+        fail(for_terminal(exc.message), 2)
+    loaded = load_or_exit(args)
     subject = RuleSubject(variant, server, tool, args.client, arguments)
     verdict = decide(
         loaded.config.permissions.to_policy(), subject, loaded.config.compiled_rules, path_resolver(Path.cwd())

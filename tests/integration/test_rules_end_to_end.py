@@ -71,3 +71,10 @@ def test_rules_test_prints_the_decision_and_the_rule_without_calling_anything(sa
     assert not sandbox.log.exists()  # nothing was called, nothing recorded
     bad = mcphost(sandbox, "rules", "test", "probe:plain_echo", "--variant", "write", "--args", "[1]")
     assert bad.returncode == 2 and "JSON object" in bad.stderr
+    # What the gateway refuses before any rule is said as it would be: past the stack (5000 levels; this was a
+    # RecursionError traceback), or past the 64 levels a call's arguments may nest (no rule would ever see it).
+    for levels in (5000, 65):
+        deep = '{"text": ' + "[" * levels + "]" * levels + "}"
+        refused = mcphost(sandbox, "rules", "test", "probe:plain_echo", "--variant", "write", "--args", deep)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-300:]
+        assert "--args" in refused.stderr and "deeper than 64 levels" in refused.stderr
