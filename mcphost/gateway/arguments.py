@@ -5,6 +5,7 @@ object, or `args_json`, a JSON string). Pure: a mapping in, the parsed value or 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,10 +48,14 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
     if as_json is None:
         as_json = encoded(value)
     if as_json is not None and opening_brackets(as_json) <= MAX_DEPTH:
+        if b"null" in as_json:  # orjson writes NaN and the infinities as null: a null may be one of them
+            _refuse_non_finite(value, where, variant)
         return
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
+        if type(item) is float and not math.isfinite(item):
+            raise _non_finite(item, path, variant)
         if depth > MAX_DEPTH:
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
@@ -72,6 +77,34 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
 
 
 _SINGULAR = frozenset({"tool_input", "args_json"})
+
+
+def _refuse_non_finite(value: Any, where: str, variant: ToolVariant) -> None:
+    """NaN and the infinities, which Python's JSON readers (the SDK's among them) take from text that is no JSON
+    (`NaN`, `Infinity`, `1e400`), and which no JSON can carry on: written, each became null, so the upstream was
+    handed, and the record kept, a value the agent never sent. Only looks: `value` is known to be shallow here."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if type(item) is float:
+            if not math.isfinite(item):
+                raise _non_finite(item, path, variant)
+        elif isinstance(item, Mapping):
+            stack.extend((child, f"{path}.{key}") for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
+
+
+def _non_finite(number: float, path: str, variant: ToolVariant) -> GatewayError:
+    if number != number:
+        said = "NaN, which is no JSON value"
+    else:
+        said = f"{'' if number > 0 else '-'}Infinity (or a number past 1.8e308, read as it), which is no JSON value"
+    return GatewayError(
+        ErrorCode.INVALID_ARGS,
+        f"{_short(path)} is {said}: send a finite number, or the value as a string",
+        {"variant": variant.value, "field": _short(path)},
+    )
 
 
 def _not_unicode(what: str, path: str, variant: ToolVariant) -> GatewayError:

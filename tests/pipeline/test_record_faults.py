@@ -84,6 +84,18 @@ async def test_arguments_nested_too_deep_are_refused_and_recorded(in_process: An
     assert [r["status"] for r in env.records()] == ["rejected", "rejected"]
 
 
+async def test_a_nan_from_an_agents_message_is_refused_and_recorded_not_forwarded_as_null(in_process: Any) -> None:
+    # The SDK's JSON reader takes `NaN` and `1e400` from an agent's message; orjson wrote them as null, so the tool
+    # was called with null and the record said null, where the agent had sent neither.
+    async with in_process() as env:
+        outcome = await env.call(READ, "probe:read_notes", args={"text": float("nan")})
+    assert outcome.error is not None and outcome.error.code is ErrorCode.INVALID_ARGS
+    assert "arguments.args.text is NaN" in outcome.error.message and outcome.result is None
+    [record] = env.records()
+    assert record["status"] == "rejected" and record["error"]["code"] == "INVALID_ARGS"
+    assert record.get("forwarded") is not True
+
+
 async def test_a_call_cancelled_while_its_prompt_waits_is_recorded_as_cancelled(in_process: Any) -> None:
     async with in_process() as env:
         person = Waiting()

@@ -108,6 +108,39 @@ def test_any_value_past_the_limit_is_refused_whatever_it_is(leaf: Any) -> None:
     assert "deeper than" in info.value.message
 
 
+@pytest.mark.parametrize(
+    ("value", "field", "said"),
+    [
+        ({"args": {"n": float("nan")}}, "arguments.args.n", "is NaN"),
+        ({"args": {"list": [1, None, {"x": float("-inf")}]}}, "arguments.args.list[2].x", "is -Infinity"),
+        ({"args": ("a", float("inf"))}, "arguments.args[1]", "is Infinity"),
+    ],
+)
+def test_nan_and_the_infinities_are_refused_where_they_sit_which_json_would_have_made_null(
+    value: dict[str, Any], field: str, said: str
+) -> None:
+    # What the caller passes: the call as orjson wrote it, each of these as null.
+    assert b"null" in orjson.dumps(value)
+    for as_json in (orjson.dumps(value), None):
+        with pytest.raises(GatewayError) as info:
+            check_input(value, R, as_json=as_json)
+        assert info.value.code is ErrorCode.INVALID_ARGS and info.value.details["field"] == field
+        assert said in info.value.message
+    deep: Any = float("nan")
+    for _ in range(MAX_DEPTH + 10):
+        deep = [deep]
+    with pytest.raises(GatewayError):  # past the depth that skips the look, found by the walk
+        check_input({"x": deep}, R)
+    check_input({"args": {"x": None, "y": 1e308, "z": -0.0}}, R)  # a null, and numbers JSON carries, pass
+
+
+@pytest.mark.parametrize("text", ['{"n": NaN}', '{"n": [Infinity]}', '{"n": -Infinity}', '{"n": 1e400}'])
+def test_args_json_that_python_reads_to_a_nan_or_an_infinity_is_refused(text: str) -> None:
+    with pytest.raises(GatewayError) as info:
+        parse_args({"args_json": text}, R)
+    assert info.value.code is ErrorCode.INVALID_ARGS and "which is no JSON value" in info.value.message
+
+
 def test_brackets_inside_text_do_not_count_as_nesting() -> None:
     check_input({"text": "[" * 500 + "{" * 500, "big": 2**70}, R)
 
