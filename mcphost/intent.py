@@ -128,11 +128,13 @@ def parse_intent(raw: Any, variant: ToolVariant) -> IntentDeclaration:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
+            # RecursionError: brackets nested past the parser's recursion, which came out as a fault of mcphost's own.
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "it nests too deep to read"
             raise _error(
                 ErrorCode.MISSING_OPERATION_TYPE,
                 "intent.operation_type is required (intent was a string that is not a JSON object: "
-                f'{exc.msg}); send intent as {{"operation_type": "{variant.operation.value}"}}',
+                f'{why}); send intent as {{"operation_type": "{variant.operation.value}"}}',
                 variant,
             ) from None
     if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict, nearly always: no ABC check

@@ -135,8 +135,9 @@ def read_settings(path: Path) -> dict[str, Any]:
         return {}
     try:
         settings = json.loads(text)
-    except ValueError as exc:
-        raise SettingsError(f"{path} is not valid JSON ({exc}); fix it first, mcphost will not overwrite it") from None
+    except (ValueError, RecursionError) as exc:
+        why = exc if isinstance(exc, ValueError) else "nested too deep to read"
+        raise SettingsError(f"{path} is not valid JSON ({why}); fix it first, mcphost will not overwrite it") from None
     if not isinstance(settings, dict):
         raise SettingsError(f"{path} does not hold a JSON object; fix it first, mcphost will not overwrite it")
     return settings

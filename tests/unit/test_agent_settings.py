@@ -86,6 +86,11 @@ def test_a_settings_file_that_is_not_json_is_never_overwritten(tmp_path: Path) -
     t.path.write_text('{"hooks": []}', encoding="utf-8")
     with pytest.raises(SettingsError, match="not an object"):
         apply(t, COMMAND, install=True)
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"  # past the parser's recursion: was a traceback
+    t.path.write_text(deep, encoding="utf-8")
+    with pytest.raises(SettingsError, match="not valid JSON"):
+        apply(t, COMMAND, install=True)
+    assert t.path.read_text() == deep
 
 
 def test_a_symlinked_settings_file_is_changed_where_it_points(tmp_path: Path) -> None:

@@ -86,6 +86,15 @@ def test_intent_without_operation_type_is_rejected(raw: Any) -> None:
     assert info.value.message == "intent.operation_type is required"
 
 
+@pytest.mark.parametrize("raw", ['{"operation_type": ', "[" * 5000 + "]" * 5000], ids=["cut short", "too deep"])
+def test_an_intent_string_that_is_no_json_object_is_rejected_as_such(raw: str) -> None:
+    # Nested past the parser's recursion, it was a RecursionError: a fault of mcphost's own (UPSTREAM_ERROR).
+    with pytest.raises(GatewayError) as info:
+        parse_intent(raw, R)
+    assert info.value.code is ErrorCode.MISSING_OPERATION_TYPE
+    assert "intent was a string that is not a JSON object" in info.value.message
+
+
 def test_unknown_operation_type_uses_contract_message() -> None:
     with pytest.raises(GatewayError) as info:
         parse_intent({"operation_type": "unknown"}, R)
