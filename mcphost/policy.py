@@ -6,15 +6,19 @@ rule that asks where a path really is gets the resolver from its caller too.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcphost.intent import ToolVariant
+
+if TYPE_CHECKING:
+    import regex
 
 
 class Action(StrEnum):
@@ -103,24 +107,42 @@ class ConditionKind(StrEnum):
     ONE_OF = "one_of"
 
 
+# How long a rule's regex may search one argument. A regex is the person's and the text is the agent's: a pattern
+# with nested repetition, such as (a|aa)+$, can take time that doubles with each character an agent adds, and a
+# search holds the process (the daemon's every call and editor) until it ends. The `regex` module stops at this
+# bound, where `re` cannot be stopped at all; it also finishes quickly on many patterns that `re` takes exponential
+# time on ((\w+\s?)*$, (a+)+b).
+REGEX_SECONDS = 0.1
+
+
+class RegexTimedOut(Exception):
+    """A rule's regex ran past REGEX_SECONDS on an argument: the rule can say neither yes nor no."""
+
+
 @dataclass(frozen=True, slots=True)
 class ArgCondition:
-    """One argument's condition. `pattern` is compiled once (glob, regex); `value` is what the config gave."""
+    """One argument's condition. `pattern` is compiled once (glob, regex); `value` is what the config gave. `test`
+    is the pattern's bound match (glob) or search (regex, which raises RegexTimedOut past its time)."""
 
     kind: ConditionKind
     value: Any
-    pattern: re.Pattern[str] | None = None
+    pattern: re.Pattern[str] | regex.Pattern[str] | None = None
+    test: Callable[[str], object] | None = None
 
     @classmethod
     def of(cls, kind: ConditionKind, value: Any) -> ArgCondition:
         """Raises ValueError for a regex that does not compile (a config error at load, never at call time)."""
         if kind is ConditionKind.GLOB:
-            return cls(kind, value, re.compile(fnmatch.translate(value)))
+            glob = re.compile(fnmatch.translate(value))
+            return cls(kind, value, glob, glob.match)
         if kind is ConditionKind.REGEX:
+            import regex  # here: its 24 ms of import are paid only by a config with a regex rule
+
             try:
-                return cls(kind, value, re.compile(value))
-            except re.error as exc:
+                pattern = regex.compile(value)
+            except (regex.error, ValueError, TypeError) as exc:
                 raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+            return cls(kind, value, pattern, functools.partial(_search, pattern.search))
         return cls(kind, value)
 
     def holds(self, given: Any, resolve: ResolvePath) -> bool:
@@ -138,10 +160,15 @@ class ArgCondition:
                 return path_inside(resolve(given), resolve(self.value))
             except (ValueError, OSError):
                 return False  # no such path can exist (a NUL byte): it is inside nothing
-        assert self.pattern is not None
-        if kind is ConditionKind.GLOB:
-            return self.pattern.match(given) is not None
-        return self.pattern.search(given) is not None
+        assert self.test is not None
+        return self.test(given) is not None
+
+
+def _search(search: Callable[..., object], given: str) -> object:
+    try:
+        return search(given, timeout=REGEX_SECONDS)
+    except TimeoutError:
+        raise RegexTimedOut from None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -278,9 +305,8 @@ def _checks(rule: Rule, directories: dict[str, int]) -> _Check | None:
     for name, condition in reversed(rule.args):
         kind, value = condition.kind, condition.value
         if kind is ConditionKind.GLOB or kind is ConditionKind.REGEX:
-            assert condition.pattern is not None
-            test = condition.pattern.match if kind is ConditionKind.GLOB else condition.pattern.search
-            chain = (name, _TEXT, test, chain)
+            assert condition.test is not None
+            chain = (name, _TEXT, condition.test, chain)
         elif kind is ConditionKind.INSIDE:
             chain = (name, _INSIDE, directories.setdefault(value, len(directories)), chain)
         elif kind is ConditionKind.ONE_OF:
@@ -392,8 +418,13 @@ class RuleLookup:
                 if given is _MISSING:
                     break  # a call without the argument does not match
                 if kind == _TEXT:
-                    if not isinstance(given, str) or operand(given) is None:
+                    if not isinstance(given, str):
                         break
+                    try:
+                        if operand(given) is None:
+                            break
+                    except RegexTimedOut:
+                        raise RuleTimedOut(rule, name) from None
                 elif kind == _EQ_STR:
                     if type(given) is not str or given != operand:
                         break
@@ -460,6 +491,14 @@ def _place(rule: Rule) -> tuple[str, str, _Test | None]:
     return "other", "", None if set(glob) == {"*"} else rule.tool.match
 
 
+class RuleTimedOut(Exception):
+    """`rule`'s regex on `argument` ran past REGEX_SECONDS: which rule applies to the call cannot be known."""
+
+    def __init__(self, rule: Rule, argument: str) -> None:
+        super().__init__(rule.key, argument)
+        self.rule, self.argument = rule, argument
+
+
 class RuleSet(tuple[Rule, ...]):
     """Compiled rules in file order, a tuple, with the RuleLookup `first_rule` uses built once beside it."""
 
@@ -504,7 +543,18 @@ def decide(
 ) -> PolicyDecision:
     """The first rule that matches the call, else the per-variant default. Remembered grants are looked up by the
     caller (mcphost.approval), which has the tool's fingerprint and the agent's session."""
-    rule = first_rule(rules, call, resolve) if rules else None
+    try:
+        rule = first_rule(rules, call, resolve) if rules else None
+    except RuleTimedOut as stuck:
+        # Neither the rule's action nor the rules after it can be known to apply: the call is refused, and why says
+        # what to change.
+        return PolicyDecision(
+            Action.DENY,
+            stuck.rule.key,
+            f"its regex on the argument `{stuck.argument}` searched this call's text for more than {REGEX_SECONDS} s "
+            "and was stopped, so the call is denied: simplify the pattern (nested repetition such as (a|aa)+ can "
+            "take time that grows exponentially with the text), or use glob",
+        )
     if rule is not None:
         return PolicyDecision(rule.action, rule.key, rule.reason)
     return PolicyDecision(policy.for_variant(call.variant), f"permissions.{call.variant.operation}")

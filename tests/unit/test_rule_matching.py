@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,12 @@ from mcphost.config import ConfigError
 from mcphost.config.loader import parse_config
 from mcphost.intent import ToolVariant
 from mcphost.policy import (
+    REGEX_SECONDS,
     Action,
     ArgCondition,
     ConditionKind,
     Policy,
+    RegexTimedOut,
     Rule,
     RuleSet,
     RuleSubject,
@@ -137,6 +140,49 @@ reason = "acme repos"
     assert verdict(text, WRITE, "shell:run", client="claude-code", command="rm -rf / ; git status").rule != "rules[0]"
     assert verdict(text, WRITE, "gh:merge", repo="acme/api").rule == "rules[1]"
     assert verdict(text, WRITE, "gh:merge", repo=["acme/api"]).rule == "permissions.write"  # not text
+
+
+# (a|aa)+$ on a run of a's that does not end the text tries every way to split the run: time that doubles with
+# about every character, in `re` and in `regex` alike. The person wrote the pattern; the agent writes the text.
+SLOW = '"^(a|aa)+$"'
+SLOW_TEXT = "a" * 36 + "!"  # unbounded, some 10 s here: a regression fails, not hangs
+
+
+@pytest.mark.parametrize("action", ["allow", "deny"])
+def test_a_rule_whose_regex_runs_past_its_time_denies_the_call_and_says_why(action: str) -> None:
+    text = f"""
+[[rules]]
+tool = "shell:*"
+variant = "write"
+args = {{ command = {{ regex = {SLOW} }} }}
+action = "{action}"
+
+[[rules]]
+tool = "shell:*"
+variant = "write"
+action = "allow"
+"""
+    started = time.perf_counter()
+    decided = verdict(text, WRITE, "shell:run", command=SLOW_TEXT)
+    assert time.perf_counter() - started < 10 * REGEX_SECONDS + 1
+    # Neither this rule's action nor the next rule can be known to apply: refused, naming the rule and its argument.
+    assert (decided.action, decided.rule) == (Action.DENY, "rules[0]")
+    assert "regex on the argument `command`" in decided.reason and "simplify the pattern" in decided.reason
+    assert verdict(text, WRITE, "shell:run", command="aaaa").rule == ("rules[0]")  # a text it reads in time
+    rule = rules_of(text)[0]
+    with pytest.raises(RegexTimedOut):  # the reference semantics say so too
+        rule.matches(RuleSubject(WRITE, "shell", "run", None, {"command": SLOW_TEXT}), os.path.normpath)
+
+
+def test_a_regex_that_re_takes_exponential_time_on_is_read_in_time() -> None:
+    # Nested repetition that `re` backtracks through in time that grows fourfold every two characters; the regex
+    # engine fails it at once.
+    pattern = '"^(\\\\w+\\\\s?)*$"'  # TOML for ^(\w+\s?)*$
+    text = f'[[rules]]\ntool = "shell:*"\nargs = {{ command = {{ regex = {pattern} }} }}\naction = "deny"\n'
+    started = time.perf_counter()
+    assert verdict(text, WRITE, "shell:run", command="a" * 26 + "!").rule == "permissions.write"
+    assert time.perf_counter() - started < 1  # `re`: some 8 s here
+    assert verdict(text, WRITE, "shell:run", command="git status").rule == "rules[0]"
 
 
 @pytest.mark.parametrize(
