@@ -384,6 +384,8 @@ class UpstreamServer:
         # time.monotonic() when the last full read of the tool list began; None before the first. Not anyio's clock:
         # every call looks at it, and anyio finds its backend each time it is asked the time.
         self.tools_read_at: float | None = None
+        # time.monotonic() when the server last said its list changed: a list read begun before it is stale.
+        self._changed_at = 0.0
         self._refreshing: _Refresh | None = None
         self.server_info: str | None = None
         self._client: Client | None = None
@@ -482,6 +484,8 @@ class UpstreamServer:
                     CLIENT_CAPABILITIES_META_KEY: {},
                 }
             self._lane = lane
+            if lane is not None:
+                lane.on_list_changed = self._list_changed
             try:
                 yield client
             finally:
@@ -516,9 +520,17 @@ class UpstreamServer:
 
     # ---- tools
 
+    def _list_changed(self) -> None:
+        """The server says its tool list changed: from now, the list read before is stale. Read again in the
+        background, and the next call that needs the list fresh (one its annotations let through less strictly)
+        waits for a read begun after this instead of trusting the old one for ANNOTATIONS_MAX_AGE: a server may
+        re-mark a tool destructive, say so, and have the agent call it at once."""
+        self._changed_at = time.monotonic()
+        self._refresh_wanted.set()
+
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            self._refresh_wanted.set()
+            self._list_changed()
         elif isinstance(message, Exception) and not isinstance(message, NotJsonRpc):
             # A line that is not JSON-RPC at all was reported as it was read (`parse_line`), with the line itself.
             logger.warning("upstream %s sent something unreadable: %s", self.name, describe_exception(message))
@@ -533,10 +545,10 @@ class UpstreamServer:
                     if not subscription.honored.tools_list_changed:
                         return  # it will not say: calls re-read the list when they need it fresh
                     if attempt:
-                        self._refresh_wanted.set()
+                        self._list_changed()  # a change made while the stream was down is not replayed
                     attempt = 0
                     async for _event in subscription:
-                        self._refresh_wanted.set()
+                        self._list_changed()
                 # A graceful close: the server ended the stream, not the connection. Open it again.
             except ListenNotSupportedError:
                 return
@@ -574,14 +586,18 @@ class UpstreamServer:
         """
         client = self.require_client()
         read_at = self.tools_read_at
-        if max_age <= 0 or read_at is None or time.monotonic() - read_at > max_age:
-            try:
-                await self._refresh_once(client)
-            except UpstreamCallFailed:
-                raise
-            except Exception as exc:
-                reason = f"reading its tool list failed: {describe_exception(exc)}"
-                raise UpstreamCallFailed(self.name, reason) from exc
+        if max_age <= 0 or read_at is None or read_at < self._changed_at or time.monotonic() - read_at > max_age:
+            for _ in range(3):  # the read joined may have begun before the server's last change: then one more
+                try:
+                    await self._refresh_once(client)
+                except UpstreamCallFailed:
+                    raise
+                except Exception as exc:
+                    reason = f"reading its tool list failed: {describe_exception(exc)}"
+                    raise UpstreamCallFailed(self.name, reason) from exc
+                read_at = self.tools_read_at
+                if read_at is not None and read_at >= self._changed_at:
+                    break
         return self.tools.get(name)
 
     async def _refresh_once(self, client: Client) -> None:

@@ -148,6 +148,8 @@ class LaneTimeout(TimeoutError):
 
 RAW_ID_PREFIX = "mcphost-raw-"
 _RAW_ID_NEEDLE = b'"' + RAW_ID_PREFIX.encode()
+_LIST_CHANGED = b"tools/list_changed"
+_NOTICE_BYTES = 4096  # a notification of a list change is some 60 bytes; longer lines are not searched for one
 
 
 class RawLane:
@@ -166,6 +168,10 @@ class RawLane:
         self._deadlines: dict[str, float] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._sweep_at = 0.0
+        # Told of the server's tools/list_changed as its line is read, before any answer read after it is handed
+        # over: the session hears of it loop turns later, and a call the agent makes on that answer must not be
+        # judged on the list from before.
+        self.on_list_changed: Callable[[], None] | None = None
 
     async def request(
         self,
@@ -238,6 +244,8 @@ class RawLane:
 
     def take(self, line: bytes) -> bool:
         """Whether `line` answers a lane request (then it is delivered here, not to the session)."""
+        if len(line) <= _NOTICE_BYTES and _LIST_CHANGED in line and self.on_list_changed is not None:
+            self._sniff(line)
         if not self._pending or _RAW_ID_NEEDLE not in line:
             return False
         try:
@@ -259,6 +267,16 @@ class RawLane:
         if not answer.done():
             answer.set_result(message)
         return True
+
+    def _sniff(self, line: bytes) -> None:
+        """Tell `on_list_changed` when `line` is the server's tools/list_changed (it goes on to the session too)."""
+        try:
+            message = loads_exact(line)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(message, dict) and message.get("method") == "notifications/tools/list_changed":
+            assert self.on_list_changed is not None
+            self.on_list_changed()
 
     def take_oversized(self, item: MessageTooLarge) -> bool:
         answer = self._pending.get(item.request_id) if isinstance(item.request_id, str) else None

@@ -287,13 +287,10 @@ async def test_changed_annotations_are_rechecked_at_call_time(sandbox: Sandbox) 
             {"name": "probe:set_shifty", "args": {"annotations": {"destructiveHint": True}}, "intent": intent("write")},
         )
         assert not changed.is_error
-        with anyio.fail_after(10):
-            while True:
-                again = await client.call_tool("call_tool_read", {"name": "probe:shifty", "intent": intent("read")})
-                if again.is_error:
-                    break
-                await anyio.sleep(0.05)
-        assert error_of(again)["code"] == "SERVER_MISMATCH"
+        # The very next call: the server said the list changed before it answered, so the list mcphost read a moment
+        # ago (which it trusts for a few seconds otherwise) no longer counts.
+        again = await client.call_tool("call_tool_read", {"name": "probe:shifty", "intent": intent("read")})
+        assert again.is_error and error_of(again)["code"] == "SERVER_MISMATCH"
         found = json.loads(text_of(await client.call_tool("retrieve_tools", {"query": "shifty annotations change"})))
         assert next(t for t in found["tools"] if t["name"] == "probe:shifty")["call_with"] == "call_tool_destructive"
     changes = [r for r in sandbox.records() if r["type"] == "annotations_changed"]

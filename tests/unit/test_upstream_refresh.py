@@ -131,3 +131,20 @@ async def test_a_tool_the_protocol_allows_but_mcphost_cannot_offer_is_dropped(na
         [(shown, why)] = server.dropped_tools
         assert reason in why
         assert "\x1b" not in shown
+
+
+async def test_a_list_the_server_says_has_changed_is_read_again_before_a_tool_from_it_is_trusted() -> None:
+    scripted = Scripted()
+    async with connected(scripted) as server:
+        assert server.tools["t"].annotations in (None, {})
+        scripted.tools = [
+            types.Tool(name="t", input_schema=OBJECT, annotations=types.ToolAnnotations(destructive_hint=True))
+        ]
+        # However long a read is trusted otherwise, the one before the server's word no longer counts: the next
+        # look at the tool waits for a read begun after it (the background one, or its own).
+        await server._on_message(types.ToolListChangedNotification())
+        tool = await server.fresh_tool("t", max_age=3600)
+        assert tool is not None and tool.annotations == {"destructiveHint": True}
+        lists = scripted.lists
+        assert await server.fresh_tool("t", max_age=3600) is not None
+        assert scripted.lists == lists  # and that read is trusted again
