@@ -8,6 +8,7 @@ a definition too large to index and hand to an agent.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import mcp_types as types
@@ -63,10 +64,30 @@ def _validate(result: dict[str, Any], version: str | None) -> None:
     types.ListToolsResult.model_validate(result, by_name=False)
 
 
+# The hints the policy reads. The protocol makes each a boolean; the SDK's model turns "yes", 1 or "false" into one
+# (pydantic's lax mode), and a tool a server marks readOnlyHint "yes" would pass as a read.
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _hint_problem(raw: Any) -> str | None:
+    annotations = raw.get("annotations") if isinstance(raw, dict) else None
+    if not isinstance(annotations, dict):
+        return None  # absent, or not an object: the SDK's own check names that
+    for hint in HINTS:
+        value = annotations.get(hint)
+        if value is not None and type(value) is not bool:
+            return safe(f"annotations.{hint}: must be true or false, not {json.dumps(value)[:60]}", 300)
+    return None
+
+
 def protocol_problem(raw: Any, version: str | None) -> str | None:
-    """Why the SDK would reject this raw tool (and with it the whole page), or None."""
+    """Why the SDK would reject this raw tool (and with it the whole page), or read it other than as sent, or
+    None."""
     if nests_deeper(raw, MAX_TOOL_DEPTH + 1):
         return f"the tool's definition nests deeper than {MAX_TOOL_DEPTH} levels"
+    hint = _hint_problem(raw)
+    if hint is not None:
+        return hint
     try:
         _validate({"tools": [raw]}, version)
     except ValidationError as exc:
@@ -93,6 +114,8 @@ def page_is_valid(result: dict[str, Any], version: str | None) -> bool:
     """The common case, one check for the whole page: only a page that fails is screened tool by tool."""
     tools = result.get("tools")
     if isinstance(tools, list) and nests_deeper(tools, MAX_TOOL_DEPTH + 2):  # the page's list is one level
+        return False
+    if isinstance(tools, list) and any(_hint_problem(raw) is not None for raw in tools):
         return False
     try:
         _validate(result, version)

@@ -37,6 +37,21 @@ def test_a_tool_the_sdk_would_reject_is_named_with_where_it_is_wrong(raw: Any, w
     assert problem is not None and problem.startswith(where)
 
 
+@pytest.mark.parametrize("value", ["yes", 1, "false", 0, {"a": 1}, [True]])
+@pytest.mark.parametrize("hint", ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"])
+def test_a_hint_that_is_no_boolean_drops_the_tool_which_the_sdk_read_as_one(hint: str, value: Any) -> None:
+    # The SDK's model reads "yes" and 1 as true, "false" and 0 as false: a tool marked readOnlyHint "yes" passed as a
+    # read, one marked destructiveHint "false" as no destructive one.
+    raw = {"name": "t", "inputSchema": OBJECT, "annotations": {hint: value}}
+    problem = protocol_problem(raw, VERSION)
+    assert problem is not None and problem.startswith(f"annotations.{hint}: must be true or false")
+    page = [{"name": "ok", "inputSchema": OBJECT, "annotations": {hint: True, "title": None}}, raw]
+    assert not page_is_valid({"tools": page}, VERSION)
+    kept, dropped = screen_page(page, VERSION)
+    assert [t["name"] for t in kept] == ["ok"] and [name for name, _ in dropped] == ["t"]
+    assert page_is_valid({"tools": kept}, VERSION)
+
+
 def test_a_well_formed_tool_has_no_protocol_problem_in_any_version() -> None:
     raw = {"name": "t", "inputSchema": OBJECT, "annotations": {"readOnlyHint": True}}
     for version in (None, "2024-11-05", VERSION, "2025-11-25", "1999-01-01"):
