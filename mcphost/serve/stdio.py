@@ -636,7 +636,9 @@ def _error_line(request_id: Any, code: int, message: str) -> bytes:
 
 
 _WS = re.compile(r"[ \t\n\r]*")
-_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+# NaN and the infinities are no JSON, but Python's readers (the SDK's among them) take them: an id of one must be
+# found, to be answered as unusable rather than pass for a notification.
+_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null|NaN|-?Infinity")
 _BRACKET_OR_QUOTE = re.compile(r'["\[\]{}]')
 _NESTED = object()  # a member whose value is an object or array: present, not read
 # Control characters in strings are read too: the point is to find the id, not to judge the line.

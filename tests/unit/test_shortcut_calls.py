@@ -10,7 +10,7 @@ import anyio
 import pydantic_core
 import pytest
 
-from mcphost.serve.stdio import CallCut, Job, _Calls, shortcut_message
+from mcphost.serve.stdio import CallCut, Job, _Calls, parse_line, shortcut_message
 
 
 def call(log: list[str], name: str, started: anyio.Event | None = None) -> Job:
@@ -184,3 +184,19 @@ def test_a_message_the_sdks_parser_reads_otherwise_is_left_to_it_however_long(te
     assert taken == json.loads(plain) or text == "x"  # short: a run of 19 digits sends it the long way, to be safe
     if text == SOURCE:
         assert taken is not None and taken["params"]["arguments"]["args"]["n"] == 2**63 - 1
+
+
+@pytest.mark.parametrize("raw_id", ["NaN", "Infinity", "-Infinity", "1.5", "true", "{}", "[1]"])
+def test_a_request_whose_id_is_no_string_or_integer_is_answered_as_invalid_not_taken_for_a_notification(
+    raw_id: str,
+) -> None:
+    # The SDK's reader takes NaN and the infinities (no JSON): such a request passed for a notification, unanswered.
+    line = '{"jsonrpc":"2.0","id":' + raw_id + ',"method":"tools/call","params":{"name":"call_tool_read"}}'
+    answer = parse_line(line.encode())
+    assert isinstance(answer, bytes), answer
+    assert json.loads(answer) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Invalid request: the id must be a string or a number"},
+    }
+    assert not isinstance(parse_line(b'{"jsonrpc":"2.0","method":"notifications/initialized"}'), bytes)
