@@ -54,25 +54,32 @@ class BearerTokenGuard:
 
     def __init__(self, app: ASGIApp, token: str, wrong_door: tuple[str, str] | None = None) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
-        self._other = f"Bearer {wrong_door[0]}".encode() if wrong_door else None
+        self._expected = token.encode()
+        self._other = wrong_door[0].encode() if wrong_door else None
         self._hint = wrong_door[1] if wrong_door else ""
 
     def admits(self, supplied: bytes | None) -> bool:
-        return hmac.compare_digest(supplied or b"", self._expected)
+        return bool(self._expected) and hmac.compare_digest(_bearer(supplied), self._expected)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             (supplied,) = headers_of(scope, b"authorization")
-            supplied = supplied or b""
             if not self.admits(supplied):
                 message = "missing or wrong bearer token: see `mcphost status`"
-                if self._other is not None and hmac.compare_digest(supplied, self._other):
+                if self._other is not None and hmac.compare_digest(_bearer(supplied), self._other):
                     message = self._hint
                 response = _refuse(401, "unauthorized", message, {"WWW-Authenticate": 'Bearer realm="mcphost"'})
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _bearer(authorization: bytes | None) -> bytes:
+    """The token of an `Authorization: Bearer <token>` header; b"" for any other. The scheme's name is
+    case-insensitive (RFC 9110, 11.1): `bearer <token>` is the same credential."""
+    if authorization is None or authorization[:7].lower() != b"bearer ":
+        return b""
+    return authorization[7:].strip(b" ")
 
 
 class LoopbackOnly:

@@ -159,12 +159,16 @@ async def test_requests_without_the_right_token_are_refused(world: World) -> Non
         {"Authorization": token},
         {"Authorization": f"Basic {token}"},
         {"Authorization": f"Bearer {token}x"},
+        {"Authorization": f"Bearer{token}"},
     ):
         response = await get(world, {"limit": "1"}, headers=headers)
         assert response.status_code == 401, headers
         assert response.json()["error"] == "unauthorized"
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
     assert (await get(world, {"limit": "1"})).status_code == 200
+    # The scheme's name is case-insensitive (RFC 9110): a client that writes it otherwise holds the same credential.
+    for scheme in ("bearer", "BEARER"):
+        assert (await get(world, {"limit": "1"}, headers={"Authorization": f"{scheme} {token}"})).status_code == 200
 
 
 async def test_the_agent_token_does_not_open_the_activity_api(world: World) -> None:
