@@ -130,8 +130,13 @@ def _in_process(args: argparse.Namespace, variant: ToolVariant, arguments: dict[
             f"mcphost: {outcome.error.code.value}: {safe_lines(for_terminal(outcome.error.message))}", file=sys.stderr
         )
         return 1
-    assert outcome.result is not None
-    result = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert outcome.result is not None and outcome.data is not None
+    try:
+        result = outcome.result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    except ValueError:
+        # Text with a lone surrogate (JSON's "\udfff", which an upstream may send): the model will not write it.
+        # The answer as the upstream sent it is JSON-ready, and is what the daemon's path prints.
+        result = outcome.data
     if args.output == "json":
         print_json(result)
     else:

@@ -15,7 +15,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from tests.helpers import Sandbox, daemon, mcphost
+from tests.helpers import HOSTILE, Sandbox, daemon, mcphost
 
 TITLE = "\x1b]0;pwned\x07"
 LINK = "\x1b]8;;http://x\x1b\\click here\x1b]8;;\x1b\\"
@@ -134,3 +134,23 @@ async def test_calls_through_a_daemon_show_results_and_errors_escaped(evil: Sand
             assert result.returncode == code, result.stderr
             assert_no_raw_escapes(result)
             assert "\\x1b]0;pwned\\x07" in (result.stdout if code == 0 else result.stderr)
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_call_in_process_shows_an_answer_holding_a_lone_surrogate_as_the_daemon_does(
+    sandbox: Sandbox, output: str
+) -> None:
+    # Valid JSON that is no Unicode ("\ud800"): the SDK's model will not write it, and the command failed with a
+    # traceback after the call had run (and was on record as a success).
+    sandbox.write_config(
+        '[permissions]\nwrite = "allow"\n\n[servers.h]\n'
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps([str(HOSTILE)])}\n"
+    )
+    args = json.dumps({"result": {"content": []}, "unpaired": "structured"})
+    result = mcphost(sandbox, "call", "tool-write", "h:malformed", "--args", args, "--in-process", "-o", output)
+    assert result.returncode == 0, result.stderr[-500:]
+    assert "Traceback" not in result.stderr
+    assert "done \\ud800 here" in result.stdout
+    if output == "json":
+        assert json.loads(result.stdout)["structuredContent"] == {"\ud800k": "\udfff"}
+    assert [r["status"] for r in sandbox.tool_calls()] == ["success"]

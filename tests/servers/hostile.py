@@ -100,6 +100,8 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
         result = dict(args["result"])
         if args.get("unpaired"):  # valid JSON, not valid Unicode: written as the escape \ud800
             result["content"] = [{"type": "text", "text": "done \ud800 here"}]
+        if args.get("unpaired") == "structured":  # and in structured content, a key too
+            result["structuredContent"] = {"\ud800k": "\udfff"}
         if "nest" in args:  # deeper than mcphost lets an agent's arguments go: made here
             result["structuredContent"] = _nested(int(args["nest"]))
         return result
