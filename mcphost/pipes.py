@@ -602,6 +602,21 @@ def encoded(value: Any) -> bytes | None:
         return None
 
 
+def holds_lone_surrogate(value: Any) -> bool:
+    """Whether a JSON value (as Python's reader reads it) holds a lone surrogate in a string or a key: text that no
+    UTF-8 can carry. orjson's refusal to write it is the quick no; a refusal for another reason (an integer past 64
+    bits) is told apart by Python's encoder."""
+    if encoded(value) is not None:
+        return False
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return False
+
+
 def json_size(value: Any) -> int:
     """Bytes of `value` as compact UTF-8 JSON; what orjson refuses (integers past 64 bits, lone surrogates) measured
     by Python's encoder."""

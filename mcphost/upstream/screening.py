@@ -18,6 +18,7 @@ from pydantic_core import to_json
 
 from mcphost.activity.reader import nests_deeper
 from mcphost.console import safe
+from mcphost.pipes import holds_lone_surrogate
 
 # SEP-986: tool names SHOULD be 1 to 128 characters.
 MAX_NAME_CHARS = 128
@@ -88,6 +89,8 @@ def protocol_problem(raw: Any, version: str | None) -> str | None:
     hint = _hint_problem(raw)
     if hint is not None:
         return hint
+    if holds_lone_surrogate(raw):
+        return 'the definition holds text that is not Unicode (a lone UTF-16 surrogate such as "\\udfff")'
     try:
         _validate({"tools": [raw]}, version)
     except ValidationError as exc:
@@ -116,6 +119,8 @@ def page_is_valid(result: dict[str, Any], version: str | None) -> bool:
     if isinstance(tools, list) and nests_deeper(tools, MAX_TOOL_DEPTH + 2):  # the page's list is one level
         return False
     if isinstance(tools, list) and any(_hint_problem(raw) is not None for raw in tools):
+        return False
+    if holds_lone_surrogate(tools):  # only a page read past pydantic's parser can (`stdio._response_as_read`)
         return False
     try:
         _validate(result, version)

@@ -32,7 +32,7 @@ from mcp_types import PARSE_ERROR
 
 from mcphost.activity.reader import loads_exact, nests_deeper
 from mcphost.console import safe
-from mcphost.pipes import dump_line, offered, read_in_chunks
+from mcphost.pipes import dump_line, holds_lone_surrogate, offered, read_in_chunks
 from mcphost.upstream import stderr
 from mcphost.upstream.guard import MessageTooLarge, envelope
 from mcphost.upstream.spawn import Launch, Spawned, TappedProtocol, spawn, stop_process_group
@@ -111,9 +111,9 @@ def parse_line(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
-        deep = _deep_response(line)
-        if deep is not None:
-            return deep
+        taken = _response_as_read(line)
+        if taken is not None:
+            return taken
         logger.warning("upstream sent a line that is not JSON-RPC: %s", safe(line[:200].decode("utf-8", "replace")))
         return NotJsonRpc(str(exc))
 
@@ -122,18 +122,27 @@ def parse_line(line: bytes) -> SessionMessage | Exception:
 _DEEP = 65
 
 
-def _deep_response(line: bytes) -> SessionMessage | None:
-    """A response nested deeper than pydantic's parser goes (its recursion limit), taken as it is: the guard screens
-    a tools/list page (a tool nested too deep is dropped, the rest served) and the session refuses any other answer
-    it cannot read. Dropped as not JSON-RPC, it would leave its request waiting for an answer that never comes."""
+def _response_as_read(line: bytes) -> SessionMessage | None:
+    """A response that pydantic's parser refuses for what it holds, not for its shape: nested deeper than that
+    parser goes (its recursion limit), or holding a lone surrogate (JSON's "\udfff", which it takes for no text).
+    It is taken as Python's reader reads it: the guard screens a tools/list page (the tool at fault is dropped, the
+    rest served) and the session refuses any other answer it cannot use. One nested past Python's reader too is
+    answered as an error to its request. Dropped as not JSON-RPC, any of these left its request waiting for an
+    answer that never came (a whole server's tools unusable for one description, and "did not start" said)."""
     try:
         message = loads_exact(line)
-    except (ValueError, RecursionError):
-        return None
+    except (ValueError, RecursionError) as exc:
+        kind, request_id = envelope(line[:_ENDS], line[-_ENDS:].rstrip())
+        if kind != "response" or request_id is None or not isinstance(exc, RecursionError):
+            return None
+        failed = types.ErrorData(code=PARSE_ERROR, message="the answer nests too deep to read (past Python's limit)")
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=failed))
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("result"), dict):
         return None
     request_id = message.get("id")
-    if not isinstance(request_id, int | str) or isinstance(request_id, bool) or not nests_deeper(message, _DEEP):
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        return None
+    if not nests_deeper(message, _DEEP) and not holds_lone_surrogate(message):
         return None  # malformed in some other way
     return SessionMessage(types.JSONRPCResponse.model_construct(jsonrpc="2.0", id=request_id, result=message["result"]))
 

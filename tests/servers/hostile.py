@@ -63,6 +63,9 @@ def _tools(state: dict[str, Any]) -> list[Any]:
             _tool("huge_description", "x" * 1_000_000, OBJECT),
             _tool("echo", "A second tool named echo", OBJECT),
             _tool("deep_schema", "An input schema nested 400 levels deep", _nested(400)),
+            # Written as the escape \ud800: valid JSON, no Unicode, which pydantic's parser refuses for the line
+            _tool("unpaired", "A description with a lone surrogate \ud800 in it", OBJECT),
+            _tool("yes_read", "Marked read-only with a string", OBJECT, {"readOnlyHint": "yes"}),
         ]
     return tools
 

@@ -52,6 +52,22 @@ def test_a_line_that_is_not_json_rpc_becomes_an_error_item() -> None:
     assert isinstance(parsed, SessionMessage) and isinstance(parsed.message, types.JSONRPCResponse)
 
 
+def test_an_answer_pydantic_refuses_for_what_it_holds_still_reaches_its_request() -> None:
+    # A lone surrogate: taken as Python reads it, for the guard to screen (the tool at fault dropped).
+    parsed = parse_line(b'{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"t","description":"a \\ud800"}]}}')
+    assert isinstance(parsed, SessionMessage) and isinstance(parsed.message, types.JSONRPCResponse)
+    assert parsed.message.id == 4 and parsed.message.result["tools"][0]["description"] == "a \ud800"
+    # Nested past Python's reader too: its request is answered with why, at once rather than at its timeout.
+    deep = b'{"jsonrpc":"2.0","id":5,"result":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    failed = parse_line(deep)
+    assert isinstance(failed, SessionMessage) and isinstance(failed.message, types.JSONRPCError)
+    assert failed.message.id == 5 and "nests too deep" in failed.message.error.message
+    # A request or notification that deep is no answer to anything: not JSON-RPC, as before.
+    assert isinstance(
+        parse_line(b'{"jsonrpc":"2.0","method":"x","params":' + b"[" * 100_000 + b"]" * 100_000 + b"}"), Exception
+    )
+
+
 # ---- the lane's answers, taken as they arrive
 
 # A server that answers each tools/call the way its tool's name says: at once; after a notification of its own;
