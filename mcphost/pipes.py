@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import logging
+import math
 import os
 import socket
 import stat
@@ -614,6 +615,22 @@ def holds_lone_surrogate(value: Any) -> bool:
         return True
     except (ValueError, TypeError, RecursionError):
         return False
+    return False
+
+
+def holds_non_finite(value: Any) -> bool:
+    """Whether a value as Python's JSON readers read it holds NaN or an infinity (from `NaN`, `Infinity` or
+    `1e400`, which are no JSON): written again, each is null to orjson and `NaN` to Python's encoder, no JSON."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float:
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 

@@ -18,7 +18,7 @@ from pydantic_core import to_json
 
 from mcphost.activity.reader import nests_deeper
 from mcphost.console import safe
-from mcphost.pipes import holds_lone_surrogate
+from mcphost.pipes import holds_lone_surrogate, holds_non_finite
 
 # SEP-986: tool names SHOULD be 1 to 128 characters.
 MAX_NAME_CHARS = 128
@@ -91,6 +91,8 @@ def protocol_problem(raw: Any, version: str | None) -> str | None:
         return hint
     if holds_lone_surrogate(raw):
         return 'the definition holds text that is not Unicode (a lone UTF-16 surrogate such as "\\udfff")'
+    if holds_non_finite(raw):
+        return "the definition holds NaN or Infinity, which is no JSON (an agent given it could not read it)"
     try:
         _validate({"tools": [raw]}, version)
     except ValidationError as exc:
@@ -121,6 +123,8 @@ def page_is_valid(result: dict[str, Any], version: str | None) -> bool:
     if isinstance(tools, list) and any(_hint_problem(raw) is not None for raw in tools):
         return False
     if holds_lone_surrogate(tools):  # only a page read past pydantic's parser can (`stdio._response_as_read`)
+        return False
+    if holds_non_finite(tools):  # pydantic's parser takes NaN and Infinity
         return False
     try:
         _validate(result, version)

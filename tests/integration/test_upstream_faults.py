@@ -83,7 +83,8 @@ async def test_malformed_tools_are_dropped_with_a_reason_and_the_others_are_serv
         # server said not to start).
         assert "not Unicode" in dropped["unpaired"]
         assert "must be true or false" in dropped["yes_read"]  # the SDK's model read "yes" as true
-        assert len(server.dropped_tools) == 9
+        assert "NaN or Infinity" in dropped["not_a_number"]  # passed on as such, no agent could read the list
+        assert len(server.dropped_tools) == 10
         result = await server.call_tool("echo", {"text": "still here"})
         assert text(result) == "still here"
     warnings = "\n".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
@@ -113,7 +114,7 @@ async def test_status_names_the_dropped_tools_and_why(hostile: Hostile) -> None:
         status["dropped_tools"]
     )
     [connected] = [details for kind, _, details in events if kind == "upstream_connected"]
-    assert len(connected["dropped_tools"]) == 9
+    assert len(connected["dropped_tools"]) == 10
 
 
 # ---- 2. answer time

@@ -66,6 +66,8 @@ def _tools(state: dict[str, Any]) -> list[Any]:
             # Written as the escape \ud800: valid JSON, no Unicode, which pydantic's parser refuses for the line
             _tool("unpaired", "A description with a lone surrogate \ud800 in it", OBJECT),
             _tool("yes_read", "Marked read-only with a string", OBJECT, {"readOnlyHint": "yes"}),
+            # Written as NaN and Infinity (json.dumps allows them), no JSON: taken by pydantic's parser
+            _tool("not_a_number", "Bounds", {"type": "number", "maximum": float("inf"), "default": float("nan")}),
         ]
     return tools
 
