@@ -156,6 +156,11 @@ def parse_args(arguments: Mapping[str, Any], variant: ToolVariant) -> dict[str, 
         raise GatewayError(
             ErrorCode.INVALID_ARGS, "pass the tool's arguments as args or as args_json, not both", details
         )
+    if arguments.get("intent") is not None and any(key in arguments for key in FLAT_INTENT_KEYS):
+        # One of the two would go unheeded: an intent of read beside an intent_operation_type of write ran as a read.
+        raise GatewayError(
+            ErrorCode.INVALID_ARGS, "declare the intent as intent or as the flat intent_* keys, not both", details
+        )
     if args_json not in (None, ""):
         if not isinstance(args_json, str):
             if isinstance(args_json, dict):

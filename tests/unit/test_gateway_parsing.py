@@ -37,6 +37,9 @@ def test_args_come_from_either_field_or_default_to_empty() -> None:
         {"args": "x"},
         {"args": {}, "args_json": "{}"},
         {"arguments": {}},
+        # The intent twice: one of the two would go unheeded (a read beside a flat write ran as the read).
+        {"intent": {"operation_type": "read"}, "intent_operation_type": "write"},
+        {"intent": '{"operation_type": "read"}', "intent_reason": "r"},
     ],
 )
 def test_bad_arguments_are_invalid_args(arguments: dict[str, Any]) -> None:
