@@ -30,10 +30,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcphost.pipes import dump_line
+from mcphost.pipes import dump_line, valid_id
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
 from mcphost.serve.mcp_server import HttpCalls, modern_call, shortcut_call
-from mcphost.serve.stdio import shortcut_message
+from mcphost.serve.stdio import shortcut_message, unusable_id
 from mcphost.serve.tokens import Secrets
 
 MCP_PATH = "/mcp"
@@ -294,6 +294,13 @@ class CallShortcut:
             await self.app(scope, replay, send)  # too large: the SDK says so
             return
         message = shortcut_message(body)
+        if (message is None or not valid_id(message.get("id", ""))) and b'"id"' in body:
+            refused = unusable_id(body)
+            if refused is not None:  # the SDK takes it for a notification: 202, never run, never answered
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refused)).encode())]
+                await send({"type": "http.response.start", "status": 400, "headers": headers})
+                await send({"type": "http.response.body", "body": refused})
+                return
         if session is None:
             if message is not None and message.get("method") == "initialize":
                 await self.app(scope, replay, self._opening(send, message))

@@ -533,7 +533,7 @@ def parse_line(line: bytes, too_long: bool = False, *, quiet: bool = False) -> S
     if isinstance(message, types.JSONRPCNotification) and b'"id"' in line:
         # The notification model ignores unknown keys: a request whose id is neither a string nor a number would
         # pass for a notification and never be answered.
-        answer = _bad_id(line, quiet)
+        answer = unusable_id(line, quiet)
         if answer is not None:
             return answer
     return SessionMessage(message)
@@ -568,10 +568,12 @@ def rejected_id(answer: bytes) -> Any:
     return json.loads(answer).get("id")
 
 
-def _bad_id(line: bytes, quiet: bool = False) -> bytes | None:
+def unusable_id(line: bytes, quiet: bool = False) -> bytes | None:
+    """The error line answering a request whose id is no string or integer (null, 1.5, true, an object, NaN), or
+    None. Such a request reads as a notification to the SDK, which neither runs nor answers it."""
     warn = logger.debug if quiet else logger.warning
     members = top_level_members(line.decode("utf-8", "replace"))
-    if "id" not in members or valid_id(members["id"]):
+    if "method" not in members or "id" not in members or valid_id(members["id"]):
         return None
     message = "Invalid request: the id must be a string or a number"
     warn("answered a request from the agent with an unusable id: %r", members["id"])

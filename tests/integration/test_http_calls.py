@@ -272,3 +272,25 @@ async def test_pipelined_chunked_and_continued_calls_are_each_answered_in_order(
     ]
     assert all(r.startswith(b"HTTP/1.1 200 OK\r\n") for r in [*in_order, *chunked, *continued])
     assert len(sandbox.tool_calls()) == 5
+
+
+async def test_a_call_whose_id_is_no_string_or_integer_is_refused_in_a_session_as_on_every_other_door(
+    sandbox: Sandbox,
+) -> None:
+    # The SDK reads such a request as a notification: 202, never run, never answered (stdio and the 2026 door say
+    # -32600).
+    async with opened(sandbox) as (_, http, plain):
+        answers = []
+        for raw_id in ("null", "1.5", "true", '{"a": 1}', "[1]", "NaN"):
+            body = json.dumps(call(0, READ)).replace('"id": 0', f'"id": {raw_id}', 1)
+            answers.append(await http.post(plain.url, content=body.encode(), headers=plain.headers))
+        allowed = await plain.post(call("fine", READ))
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": "Invalid request: the id must be a string or a number"},
+        }
+    assert allowed.status_code == 200
+    assert len(sandbox.tool_calls()) == 1  # the one call with an id

@@ -298,6 +298,8 @@ ODD = {
     "a secret in the reason": {**READ, "intent": {"operation_type": "read", "reason": "ghp_" + "a" * 36}},
     "an unknown server": {**READ, "name": "nowhere:read_notes"},
 }
+# What no shortcut can take: it is no JSON, and orjson, which the shortcuts read with, refuses it.
+SDK_ONLY = {"NaN and an infinity"}
 
 
 async def opened(
@@ -393,7 +395,7 @@ async def test_an_odd_call_gets_the_same_answer_and_record_from_the_shortcut_as_
                 assert records[0]["status"] == "rejected" and "no JSON value" in records[0]["error"]["message"], records
     if door != "relay":  # in process, the shortcut noted what it took: only the calls meant for it, nearly all
         took = taken.read_text().splitlines()
-        assert set(took) == {SHORTCUT_ID} and len(took) >= len(ODD) - 2, took
+        assert set(took) == {SHORTCUT_ID} and len(took) >= len(ODD) - 1 - len(SDK_ONLY), took
 
 
 SOURCE = "".join(f"    rows[{n}] = {{'id': [{n}], 'ok': items[{n}]}}\n" for n in range(300))  # 1 500 brackets
