@@ -351,6 +351,47 @@ def _mcp_double(name: str) -> tuple[str, str] | None:
     return None
 
 
+# How long one of the person's own patterns (a rule's regex, a [hooks] command pattern) may search the agent's text. A
+# pattern with nested repetition, such as (a|aa)+$, can take time that doubles with each character an agent adds, and
+# a search holds the process (the daemon's every call and editor) until it ends. The `regex` engine stops at this
+# bound, where `re` cannot be stopped at all; it also finishes at once on many patterns that `re` takes exponential
+# time on ((\w+\s?)*$, (a+)+b). mcphost's own patterns are written to take linear time and stay on `re`.
+REGEX_SECONDS = 0.1
+
+
+class RegexTimedOut(Exception):
+    """A person's pattern ran past REGEX_SECONDS on the agent's text: it can say neither yes nor no."""
+
+
+class BoundedPattern:
+    """A person's regular expression, searched in an agent's text for REGEX_SECONDS at most (RegexTimedOut past
+    it). `search` and `fullmatch` answer a match object or None, as `re`'s do."""
+
+    __slots__ = ("_pattern", "source")
+
+    def __init__(self, source: str) -> None:
+        """Raises ValueError for a pattern that does not compile."""
+        import regex  # here: its 24 ms of import are paid only by a config with a pattern of its own
+
+        try:
+            self._pattern = regex.compile(source)
+        except (regex.error, TypeError) as exc:
+            raise ValueError(f"{source!r} is not a regular expression: {exc}") from None
+        self.source = source
+
+    def search(self, text: str) -> object:
+        try:
+            return self._pattern.search(text, timeout=REGEX_SECONDS)
+        except TimeoutError:
+            raise RegexTimedOut from None
+
+    def fullmatch(self, text: str) -> object:
+        try:
+            return self._pattern.fullmatch(text, timeout=REGEX_SECONDS)
+        except TimeoutError:
+            raise RegexTimedOut from None
+
+
 @dataclass(frozen=True, slots=True)
 class AgentToolTable:
     """The `[hooks]` table, as plain data: a person's names and patterns first, then the built-in ones."""
@@ -377,18 +418,24 @@ class AgentToolTable:
             return BUILTIN_AGENT_TOOLS[name], "built-in table"
         return None, ""
 
-    def compiled(self) -> tuple[list[tuple[str, CommandPattern]], list[tuple[str, re.Pattern[str]]]]:
+    def compiled(
+        self,
+    ) -> tuple[list[tuple[str, CommandPattern | BoundedPattern]], list[tuple[str, re.Pattern[str] | BoundedPattern]]]:
         return _compile(self.destructive_commands, self.read_commands, self.builtin)
 
 
 @functools.lru_cache(maxsize=16)
 def _compile(
     destructive: tuple[str, ...], read: tuple[str, ...], builtin: bool
-) -> tuple[list[tuple[str, CommandPattern]], list[tuple[str, re.Pattern[str]]]]:
-    mine = [(repr(p), CommandPattern(re.compile(p))) for p in destructive]
+) -> tuple[list[tuple[str, CommandPattern | BoundedPattern]], list[tuple[str, re.Pattern[str] | BoundedPattern]]]:
+    """The person's patterns (bounded: the agent writes the text) first, then mcphost's own."""
+    mine: list[tuple[str, CommandPattern | BoundedPattern]] = [(repr(p), BoundedPattern(p)) for p in destructive]
     if builtin:
         mine += [(name, CommandPattern.of(p)) for name, p in BUILTIN_DESTRUCTIVE_COMMANDS.items()]
-    return mine, [(repr(p), re.compile(p)) for p in (*read, *(BUILTIN_READ_COMMANDS if builtin else ()))]
+    reads: list[tuple[str, re.Pattern[str] | BoundedPattern]] = [(repr(p), BoundedPattern(p)) for p in read]
+    if builtin:
+        reads += [(repr(p), re.compile(p)) for p in BUILTIN_READ_COMMANDS]
+    return mine, reads
 
 
 _COMMAND_ENDS = r"\n;|&"  # a newline, `;`, `|` or `&`
@@ -518,13 +565,26 @@ def classify_agent_tool(
 def shell_command_class(command: str, table: AgentToolTable) -> AgentToolClass:
     destructive, read = table.compiled()
     for pattern, compiled in destructive:
-        if compiled.search(command):
-            return AgentToolClass(OperationType.DESTRUCTIVE, f"the command matches the destructive pattern {pattern}")
+        try:
+            if compiled.search(command):
+                why = f"the command matches the destructive pattern {pattern}"
+                return AgentToolClass(OperationType.DESTRUCTIVE, why)
+        except RegexTimedOut:
+            # The stricter reading of a pattern that cannot tell: it matched.
+            return AgentToolClass(
+                OperationType.DESTRUCTIVE,
+                f"the destructive pattern {pattern} searched the command for more than {REGEX_SECONDS} s and was "
+                "stopped, so it counts as matching: simplify the pattern (nested repetition such as (a|aa)+ can take "
+                "time that grows exponentially with the text)",
+            )
     stripped = command.strip()
     if stripped and not _SHELL_OPERATORS.search(stripped):
         for _name, only_reads in read:
-            if only_reads.fullmatch(stripped):
-                return AgentToolClass(OperationType.READ, "a command that only reads")
+            try:
+                if only_reads.fullmatch(stripped):
+                    return AgentToolClass(OperationType.READ, "a command that only reads")
+            except RegexTimedOut:
+                continue  # the stricter reading of a pattern that cannot tell: this command is no read by it
     return AgentToolClass(OperationType.WRITE, "a shell command: write unless it only reads or it destroys")
 
 

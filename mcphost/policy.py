@@ -6,19 +6,15 @@ rule that asks where a path really is gets the resolver from its caller too.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mcphost.intent import ToolVariant
-
-if TYPE_CHECKING:
-    import regex
+from mcphost.intent import REGEX_SECONDS, BoundedPattern, RegexTimedOut, ToolVariant
 
 
 class Action(StrEnum):
@@ -107,18 +103,6 @@ class ConditionKind(StrEnum):
     ONE_OF = "one_of"
 
 
-# How long a rule's regex may search one argument. A regex is the person's and the text is the agent's: a pattern
-# with nested repetition, such as (a|aa)+$, can take time that doubles with each character an agent adds, and a
-# search holds the process (the daemon's every call and editor) until it ends. The `regex` module stops at this
-# bound, where `re` cannot be stopped at all; it also finishes quickly on many patterns that `re` takes exponential
-# time on ((\w+\s?)*$, (a+)+b).
-REGEX_SECONDS = 0.1
-
-
-class RegexTimedOut(Exception):
-    """A rule's regex ran past REGEX_SECONDS on an argument: the rule can say neither yes nor no."""
-
-
 @dataclass(frozen=True, slots=True)
 class ArgCondition:
     """One argument's condition. `pattern` is compiled once (glob, regex); `value` is what the config gave. `test`
@@ -126,7 +110,7 @@ class ArgCondition:
 
     kind: ConditionKind
     value: Any
-    pattern: re.Pattern[str] | regex.Pattern[str] | None = None
+    pattern: re.Pattern[str] | BoundedPattern | None = None
     test: Callable[[str], object] | None = None
 
     @classmethod
@@ -136,13 +120,8 @@ class ArgCondition:
             glob = re.compile(fnmatch.translate(value))
             return cls(kind, value, glob, glob.match)
         if kind is ConditionKind.REGEX:
-            import regex  # here: its 24 ms of import are paid only by a config with a regex rule
-
-            try:
-                pattern = regex.compile(value)
-            except (regex.error, ValueError, TypeError) as exc:
-                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
-            return cls(kind, value, pattern, functools.partial(_search, pattern.search))
+            pattern = BoundedPattern(value)  # the agent writes the text: searched for REGEX_SECONDS at most
+            return cls(kind, value, pattern, pattern.search)
         return cls(kind, value)
 
     def holds(self, given: Any, resolve: ResolvePath) -> bool:
@@ -162,13 +141,6 @@ class ArgCondition:
                 return False  # no such path can exist (a NUL byte): it is inside nothing
         assert self.test is not None
         return self.test(given) is not None
-
-
-def _search(search: Callable[..., object], given: str) -> object:
-    try:
-        return search(given, timeout=REGEX_SECONDS)
-    except TimeoutError:
-        raise RegexTimedOut from None
 
 
 def _same(a: Any, b: Any) -> bool:

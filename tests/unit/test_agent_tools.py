@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 import re
+import time
 
 import pytest
 
 from mcphost.intent import (
     BUILTIN_DESTRUCTIVE_COMMANDS,
+    REGEX_SECONDS,
     AgentToolTable,
     CommandPattern,
     OperationType,
@@ -124,6 +126,22 @@ def test_a_persons_command_patterns_extend_the_built_in_ones() -> None:
     assert shell_command_class("make -n all", mine).operation is R
     assert shell_command_class("make -n all; rm x", mine).operation is D
     assert shell_command_class("rm x", AgentToolTable(builtin=False)).operation is W
+
+
+def test_a_persons_pattern_that_runs_past_its_time_is_read_the_stricter_way() -> None:
+    # (a|aa)+ on a run of a's that does not end the text: time that doubles with about every character the agent
+    # adds. Unbounded, this held the daemon's loop (some 10 s at 36 characters); stopped, the pattern cannot tell,
+    # and counts as a destructive match, and as no read.
+    slow = r"^(a|aa)+$"
+    command = "a" * 36 + "!"
+    started = time.perf_counter()
+    destroys = shell_command_class(command, AgentToolTable(destructive_commands=(slow,), builtin=False))
+    reads = shell_command_class(command, AgentToolTable(read_commands=(slow,), builtin=False))
+    assert time.perf_counter() - started < 20 * REGEX_SECONDS + 1
+    assert destroys.operation is D and "was stopped" in destroys.because and slow in destroys.because
+    assert reads.operation is W
+    # Within its time it answers as ever.
+    assert shell_command_class("aaaa", AgentToolTable(read_commands=(slow,), builtin=False)).operation is R
 
 
 def test_an_mcp_tool_is_judged_by_its_servers_annotations_when_mcphost_knows_them() -> None:

@@ -13,14 +13,12 @@ import pytest
 from mcphost.approval.approvals import path_resolver
 from mcphost.config import ConfigError
 from mcphost.config.loader import parse_config
-from mcphost.intent import ToolVariant
+from mcphost.intent import REGEX_SECONDS, RegexTimedOut, ToolVariant
 from mcphost.policy import (
-    REGEX_SECONDS,
     Action,
     ArgCondition,
     ConditionKind,
     Policy,
-    RegexTimedOut,
     Rule,
     RuleSet,
     RuleSubject,
