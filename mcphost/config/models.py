@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mcphost.intent import AgentToolTable, OperationType, ToolVariant
+from mcphost.intent import AgentToolTable, BoundedPattern, OperationType, ToolVariant
 from mcphost.paths import data_dir
 from mcphost.policy import Action, ArgCondition, ConditionKind, NoEditor, Policy, Remember, Rule, RuleSet
 
@@ -240,10 +240,7 @@ class HooksConfig(StrictModel):
     @classmethod
     def _patterns(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+            BoundedPattern(pattern)  # ValueError, as the engine that searches with it reads it
         return patterns
 
     def to_table(self) -> AgentToolTable:
