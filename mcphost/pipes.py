@@ -21,7 +21,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -618,20 +618,25 @@ def holds_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def holds_non_finite(value: Any) -> bool:
-    """Whether a value as Python's JSON readers read it holds NaN or an infinity (from `NaN`, `Infinity` or
-    `1e400`, which are no JSON): written again, each is null to orjson and `NaN` to Python's encoder, no JSON."""
-    stack = [value]
+def non_finite_at(value: Any, where: str = "") -> tuple[str, float] | None:
+    """Where a value as Python's JSON readers read it holds NaN or an infinity (from `NaN`, `Infinity` or `1e400`,
+    which are no JSON), as (path from `where`, the number); None if nowhere. Written again, each is null to orjson
+    and `NaN` to Python's encoder: no JSON either way."""
+    stack: list[tuple[Any, str]] = [(value, where)]
     while stack:
-        item = stack.pop()
+        item, path = stack.pop()
         if type(item) is float:
             if not math.isfinite(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+                return path, item
+        elif isinstance(item, Mapping):
+            stack.extend((child, f"{path}.{key}") for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
+    return None
+
+
+def holds_non_finite(value: Any) -> bool:
+    return non_finite_at(value) is not None
 
 
 def json_size(value: Any) -> int:

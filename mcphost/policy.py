@@ -105,23 +105,21 @@ class ConditionKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ArgCondition:
-    """One argument's condition. `pattern` is compiled once (glob, regex); `value` is what the config gave. `test`
-    is the pattern's bound match (glob) or search (regex, which raises RegexTimedOut past its time)."""
+    """One argument's condition. `value` is what the config gave; `test`, for a glob or a regex, its pattern compiled
+    once, as a bound match (glob) or search (regex, which raises RegexTimedOut past its time)."""
 
     kind: ConditionKind
     value: Any
-    pattern: re.Pattern[str] | BoundedPattern | None = None
     test: Callable[[str], object] | None = None
 
     @classmethod
     def of(cls, kind: ConditionKind, value: Any) -> ArgCondition:
         """Raises ValueError for a regex that does not compile (a config error at load, never at call time)."""
         if kind is ConditionKind.GLOB:
-            glob = re.compile(fnmatch.translate(value))
-            return cls(kind, value, glob, glob.match)
+            return cls(kind, value, re.compile(fnmatch.translate(value)).match)
         if kind is ConditionKind.REGEX:
-            pattern = BoundedPattern(value)  # the agent writes the text: searched for REGEX_SECONDS at most
-            return cls(kind, value, pattern, pattern.search)
+            # The agent writes the text: searched for REGEX_SECONDS at most.
+            return cls(kind, value, BoundedPattern(value).search)
         return cls(kind, value)
 
     def holds(self, given: Any, resolve: ResolvePath) -> bool:

@@ -15,7 +15,7 @@ from mcphost.activity.reader import opening_brackets
 from mcphost.activity.redact import valid_text
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import FLAT_INTENT_KEYS, ToolVariant
-from mcphost.pipes import encoded
+from mcphost.pipes import encoded, non_finite_at
 
 CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS})
 # Deeper than any tool's arguments need; past it the JSON libraries on the way (ours, the upstream's) recurse into
@@ -49,13 +49,15 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
         as_json = encoded(value)
     if as_json is not None and opening_brackets(as_json) <= MAX_DEPTH:
         if b"null" in as_json:  # orjson writes NaN and the infinities as null: a null may be one of them
-            _refuse_non_finite(value, where, variant)
+            found = non_finite_at(value, where)  # `value` is known to be shallow here
+            if found is not None:
+                raise _non_finite(*found, variant)
         return
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()
         if type(item) is float and not math.isfinite(item):
-            raise _non_finite(item, path, variant)
+            raise _non_finite(path, item, variant)
         if depth > MAX_DEPTH:
             raise GatewayError(
                 ErrorCode.INVALID_ARGS,
@@ -79,23 +81,10 @@ def check_input(value: Any, variant: ToolVariant, where: str = "arguments", *, a
 _SINGULAR = frozenset({"tool_input", "args_json"})
 
 
-def _refuse_non_finite(value: Any, where: str, variant: ToolVariant) -> None:
-    """NaN and the infinities, which Python's JSON readers (the SDK's among them) take from text that is no JSON
-    (`NaN`, `Infinity`, `1e400`), and which no JSON can carry on: written, each became null, so the upstream was
-    handed, and the record kept, a value the agent never sent. Only looks: `value` is known to be shallow here."""
-    stack: list[tuple[Any, str]] = [(value, where)]
-    while stack:
-        item, path = stack.pop()
-        if type(item) is float:
-            if not math.isfinite(item):
-                raise _non_finite(item, path, variant)
-        elif isinstance(item, Mapping):
-            stack.extend((child, f"{path}.{key}") for key, child in item.items())
-        elif isinstance(item, list | tuple):
-            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
-
-
-def _non_finite(number: float, path: str, variant: ToolVariant) -> GatewayError:
+def _non_finite(path: str, number: float, variant: ToolVariant) -> GatewayError:
+    """NaN and the infinities, which Python's JSON readers (the SDK's among them) take from text that is no JSON, and
+    which no JSON can carry on: written, each became null, so the upstream was handed, and the record kept, a value
+    the agent never sent."""
     if number != number:
         said = "NaN, which is no JSON value"
     else:
