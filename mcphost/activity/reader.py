@@ -103,26 +103,48 @@ def nests_deeper(value: Any, limit: int) -> bool:
     return False
 
 
-def loads_exact(data: bytes) -> Any:
+class NonFinite(ValueError):
+    """A number JSON has no place for: `NaN`, `Infinity`, `-Infinity`, or one too large for a double (`1e400`)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise NonFinite(name)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value - value != 0.0:  # an infinity (float() reads no NaN from a JSON number)
+        raise NonFinite(text)
+    return value
+
+
+def _python_loads(data: bytes, finite: bool) -> Any:
+    if finite:
+        return json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    return json.loads(data)
+
+
+def loads_exact(data: bytes, *, finite: bool = False) -> Any:
     """`data`'s JSON with every digit kept: orjson reads it, unless it may hold an integer orjson would round or holds
     what orjson refuses (NaN, a lone surrogate's escape); then Python's parser. Raises ValueError (or RecursionError)
-    for what neither reads."""
+    for what neither reads. `finite`: NaN and the infinities, which only Python's parser takes (orjson refuses them),
+    raise NonFinite instead of being read: written again, each would be a null or no JSON."""
     if len(data) >= LOOK_OVER_FROM:
         try:
             value = _loads(data)
         except ValueError:
-            return json.loads(data)
+            return _python_loads(data, finite)
         if type(value) is dict or type(value) is list:
             seen = looked_over(value)
             if seen is not None:
-                return json.loads(data) if seen[0] else value
-        return json.loads(data) if may_hold_wide_int(data) else value
+                return _python_loads(data, finite) if seen[0] else value
+        return _python_loads(data, finite) if may_hold_wide_int(data) else value
     if not may_hold_wide_int(data):
         try:
             return _loads(data)
         except ValueError:  # orjson's JSONDecodeError
             pass
-    return json.loads(data)
+    return _python_loads(data, finite)
 
 
 def rotated_path(path: Path, n: int) -> Path:

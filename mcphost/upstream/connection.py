@@ -33,10 +33,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
 from mcphost import __version__
-from mcphost.activity.reader import looked_over, nests_deeper, opening_brackets
+from mcphost.activity.reader import NonFinite, looked_over, nests_deeper, opening_brackets
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
-from mcphost.pipes import encoded, json_size
+from mcphost.pipes import encoded, json_size, non_finite_at
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
@@ -178,7 +178,11 @@ class ToolResult:
 
     @classmethod
     def of(cls, model: types.CallToolResult) -> ToolResult:
-        """The SDK client's answer; raises TooDeep as `checked` does (pydantic's serializer stops near 250 levels)."""
+        """The SDK client's answer; raises TooDeep as `checked` does (pydantic's serializer stops near 250 levels), and
+        NonFinite where it holds NaN or an infinity (pydantic's reader takes them, its writer makes each a null)."""
+        found = _non_finite_in(model)
+        if found is not None:
+            raise NonFinite(f"{_spelled(found[1])} (at {found[0]})")
         try:
             data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
         except ValueError as exc:
@@ -223,6 +227,21 @@ def _too_deep(server: str) -> UpstreamCallFailed:
     return UpstreamCallFailed(
         server, f"the answer nests deeper than {MAX_RESULT_DEPTH} levels, more than mcphost can pass on"
     )
+
+
+def _non_finite_in(model: types.CallToolResult) -> tuple[str, float] | None:
+    """Where the SDK's model of an answer holds NaN or an infinity: only its fields of any JSON (structured content,
+    the `_meta`s) can, the typed ones refuse them and what no field names is not kept."""
+    found = non_finite_at(model.structured_content, "structuredContent") or non_finite_at(model.meta, "_meta")
+    for index, block in enumerate(model.content):
+        found = found or non_finite_at(getattr(block, "meta", None), f"content[{index}]._meta")
+        resource = getattr(block, "resource", None)
+        found = found or non_finite_at(getattr(resource, "meta", None), f"content[{index}].resource._meta")
+    return found
+
+
+def _spelled(number: float) -> str:
+    return "NaN" if math.isnan(number) else ("-Infinity" if number < 0 else "Infinity")
 
 
 def too_deep(data: Any) -> bool:
@@ -696,6 +715,8 @@ class UpstreamServer:
             raise
         except TooDeep:
             raise _too_deep(self.name) from None
+        except NonFinite as exc:
+            raise UpstreamCallFailed(self.name, f"the answer holds {exc}, a number JSON cannot carry") from None
         except TimeoutError:
             raise UpstreamCallFailed(
                 self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, cast
@@ -30,7 +31,7 @@ import orjson
 from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR
 
-from mcphost.activity.reader import loads_exact, nests_deeper
+from mcphost.activity.reader import NonFinite, loads_exact, nests_deeper
 from mcphost.console import safe
 from mcphost.pipes import dump_line, holds_lone_surrogate, offered, read_in_chunks
 from mcphost.upstream import stderr
@@ -157,6 +158,8 @@ class LaneTimeout(TimeoutError):
 
 RAW_ID_PREFIX = "mcphost-raw-"
 _RAW_ID_NEEDLE = b'"' + RAW_ID_PREFIX.encode()
+# A lane request's id where it stands as a message's id (an id quoted inside a string has its quotes escaped).
+_LANE_ID = re.compile(rb'"id"\s*:\s*"(' + re.escape(RAW_ID_PREFIX.encode()) + rb'\d+)"')
 _LIST_CHANGED = b"tools/list_changed"
 _NOTICE_BYTES = 4096  # a notification of a list change is some 60 bytes; longer lines are not searched for one
 
@@ -258,15 +261,16 @@ class RawLane:
         if not self._pending or _RAW_ID_NEEDLE not in line:
             return False
         try:
-            message = loads_exact(line)
-        except (ValueError, RecursionError):
-            message = None
+            # NaN and the infinities are no JSON: read, each would reach the agent as a null it was never sent.
+            message = loads_exact(line, finite=True)
+        except NonFinite as exc:
+            message = self._unreadable(line, f"the answer holds {exc}, a number JSON cannot carry")
+        except RecursionError:
+            message = self._unreadable(line, "the answer nests too deep to read (past Python's limit)")
+        except ValueError:
+            message = self._unreadable(line, "the answer is not valid JSON")
         if message is None:
-            # Unreadable, yet it names a lane request: answer that request now rather than at its timeout.
-            kind, request_id = envelope(line[:_ENDS], line[-_ENDS:].rstrip())
-            if kind != "response":
-                return False
-            message = {"id": request_id, "error": {"code": PARSE_ERROR, "message": "the answer is not valid JSON"}}
+            return False
         if not isinstance(message, dict) or "method" in message:
             return False
         request_id = message.get("id")
@@ -276,6 +280,20 @@ class RawLane:
         if not answer.done():
             answer.set_result(message)
         return True
+
+    def _unreadable(self, line: bytes, why: str) -> dict[str, Any] | None:
+        """An error answer, saying `why`, to the lane request an unreadable `line` answers, found by its id: in the
+        envelope, or, when something was written before the answer on its line (no newline between), where the id
+        stands. None when the line names no single waiting request. Left alone, that request waited out its time."""
+        kind, request_id = envelope(line[:_ENDS], line[-_ENDS:].rstrip())
+        if kind == "other":
+            return None
+        if request_id is None:
+            named = {m.decode("ascii", "replace") for m in _LANE_ID.findall(line)} & self._pending.keys()
+            if len(named) != 1:
+                return None
+            request_id = named.pop()
+        return {"id": request_id, "error": {"code": PARSE_ERROR, "message": why}}
 
     def _sniff(self, line: bytes) -> None:
         """Tell `on_list_changed` when `line` is the server's tools/list_changed (it goes on to the session too)."""

@@ -202,6 +202,52 @@ async def test_an_answer_nested_past_what_can_be_passed_on_fails_the_call_and_on
 
 
 @pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        # No JSON, yet Python's reader takes each: read, the agent got a null the server never sent, as a success.
+        ("NaN", "the answer holds NaN, a number JSON cannot carry"),
+        ("[1, -Infinity]", "the answer holds -Infinity, a number JSON cannot carry"),
+        ("1e400", "the answer holds 1e400, a number JSON cannot carry"),
+        ("-1e99999", "the answer holds -1e99999, a number JSON cannot carry"),
+    ],
+)
+async def test_an_answer_holding_nan_or_an_infinity_fails_the_call_saying_which(
+    hostile: Hostile, raw: str, reason: str
+) -> None:
+    plain = {"content": [{"type": "text", "text": "x"}]}
+    async with running(hostile.config()) as server:
+        with pytest.raises(UpstreamCallFailed) as failed:
+            await server.call_tool("malformed", {"result": plain, "raw": raw})
+        assert server.state is State.CONNECTED
+        finite = await server.call_tool("malformed", {"result": plain, "raw": "1e308"})
+    assert failed.value.reason == reason
+    assert finite.model.structured_content == {"n": 1e308}
+
+
+async def test_an_answer_too_deep_for_any_reader_fails_the_call_saying_so(hostile: Hostile) -> None:
+    plain = {"content": [{"type": "text", "text": "x"}]}
+    async with running(hostile.config()) as server:
+        with pytest.raises(UpstreamCallFailed) as failed:
+            await server.call_tool("malformed", {"result": plain, "raw": "1", "deep": 5000})
+        assert server.state is State.CONNECTED
+    assert failed.value.reason == "the answer nests too deep to read (past Python's limit)"
+
+
+async def test_an_answer_with_junk_before_it_on_its_line_fails_the_call_at_once(hostile: Hostile) -> None:
+    # A server that logs to stdout without a newline: the answer's line is no JSON, yet it names the request. Left
+    # unanswered, the call waited out call_timeout.
+    plain = {"content": [{"type": "text", "text": "x"}]}
+    async with running(hostile.config(call_timeout=60)) as server:
+        with anyio.fail_after(10):
+            with pytest.raises(UpstreamCallFailed) as failed:
+                await server.call_tool("malformed", {"result": plain, "junk": "[debug] answering "})
+            assert server.state is State.CONNECTED
+            after = await server.call_tool("malformed", {"result": plain})
+    assert failed.value.reason == "the answer is not valid JSON"
+    assert text(after) == "x"
+
+
+@pytest.mark.parametrize(
     ("error", "reason"),
     [
         ({"code": -32603, "message": "the disk is on fire"}, "the disk is on fire"),

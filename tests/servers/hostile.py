@@ -79,6 +79,12 @@ def _nested(levels: int) -> dict[str, Any]:
     return schema
 
 
+# What the next answer writes in place of the string _RAW, and before itself on its line.
+_RAW = "<raw>"
+_raw: list[str] = []
+_junk: list[str] = []
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}]}
 
@@ -109,6 +115,14 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
             result["structuredContent"] = {"\ud800k": "\udfff"}
         if "nest" in args:  # deeper than mcphost lets an agent's arguments go: made here
             result["structuredContent"] = _nested(int(args["nest"]))
+        if "raw" in args:  # written as it is where the structured content goes: NaN, 1e400, 5000 brackets
+            text = str(args["raw"])
+            if "deep" in args:
+                text = "[" * int(args["deep"]) + text + "]" * int(args["deep"])
+            result["structuredContent"] = {"n": _RAW}
+            _raw.append(text)
+        if "junk" in args:  # written on the answer's line, before it
+            _junk.append(str(args["junk"]))
         return result
     if name == "spawn":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -145,6 +159,10 @@ def _send(request_id: Any, result: dict[str, Any], state: dict[str, Any]) -> Non
         line = f'{{"result": {body}, "jsonrpc": "2.0", "id": {rid}}}'
     else:
         line = f'{{"jsonrpc": "2.0", "id": {rid}, "result": {body}}}'
+    if _raw:
+        line = line.replace(json.dumps(_RAW), _raw.pop())
+    if _junk:
+        line = _junk.pop() + line
     sys.stdout.buffer.write(line.encode() + b"\n")
     sys.stdout.buffer.flush()
 

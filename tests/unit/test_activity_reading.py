@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from mcphost.activity.reader import (
     BLOCK,
     LOOK_OVER_FROM,
     Follower,
+    NonFinite,
     loads_exact,
     looked_over,
     may_hold_wide_int,
@@ -532,6 +534,19 @@ def test_a_long_text_is_read_with_every_digit_kept_whichever_way_it_is_checked(e
         assert exact_pairs(got) == exact_pairs(expected) or "nan" in extra
         assert ("nan" not in extra) or got["nan"] != got["nan"]
         assert len(data) >= LOOK_OVER_FROM or text == "short"
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1E+999"])
+def test_a_finite_reading_refuses_nan_and_the_infinities_whichever_way_it_is_read(number: str) -> None:
+    # Short and long texts, and one whose wide integer sends it to Python's parser first: each way, the number is
+    # refused by name, never read as a float that is written again as a null.
+    for text in (FILE, "short"):
+        for extra in ("", f', "wide": {2**70}'):
+            data = f'{{"file": {json.dumps(text)}, "n": [1.5, {number}]{extra}}}'.encode()
+            with pytest.raises(NonFinite, match=re.escape(number)):
+                loads_exact(data, finite=True)
+            assert loads_exact(data)["n"][0] == 1.5
+    assert loads_exact(b'{"n": [1e308, -2.5e-300]}', finite=True) == {"n": [1e308, -2.5e-300]}
 
 
 def test_looking_over_a_value_finds_what_orjson_rounded_and_how_deep_it_nests() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from mcphost.activity.reader import NonFinite
 from mcphost.upstream.connection import TooDeep, ToolResult, _CheckedResult, plain_text_result
 
 TEXT = {"type": "text", "text": "read_notes: x"}
@@ -90,4 +91,29 @@ def test_an_answer_nested_past_what_can_be_passed_on_is_refused_both_ways(levels
 def test_an_answer_nested_within_the_limit_passes_both_ways() -> None:
     answer = {"content": [TEXT], "structuredContent": _nested(150), "_meta": {"wide": list(range(1000))}}
     assert ToolResult.checked(answer).data is answer
+    assert ToolResult.of(_CheckedResult.model_validate(answer)).data["structuredContent"] == answer["structuredContent"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "found"),
+    [
+        ({"content": [TEXT], "structuredContent": {"a": [1, float("nan")]}}, "NaN (at structuredContent.a[1])"),
+        ({"content": [TEXT], "_meta": {"t": float("inf")}}, "Infinity (at _meta.t)"),
+        ({"content": [{**TEXT, "_meta": {"t": -float("inf")}}]}, "-Infinity (at content[0]._meta.t)"),
+        (
+            {"content": [{"type": "resource", "resource": {"uri": "a:b", "text": "", "_meta": {"n": float("nan")}}}]},
+            "NaN (at content[0].resource._meta.n)",
+        ),
+    ],
+)
+def test_an_sdk_answer_holding_nan_or_an_infinity_is_refused_saying_where(answer: Any, found: str) -> None:
+    # The SDK's reader takes `NaN`, `Infinity` and `1e400` from an HTTP server's answer; its writer makes each a
+    # null, which the agent got as the server's answer.
+    with pytest.raises(NonFinite) as refused:
+        ToolResult.of(_CheckedResult.model_validate(answer))
+    assert str(refused.value) == found
+
+
+def test_an_sdk_answer_with_only_finite_numbers_passes() -> None:
+    answer = {"content": [TEXT], "structuredContent": {"a": [1, 1e308, -0.0]}, "_meta": {"t": 2.5}}
     assert ToolResult.of(_CheckedResult.model_validate(answer)).data["structuredContent"] == answer["structuredContent"]
