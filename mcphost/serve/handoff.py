@@ -43,7 +43,7 @@ import stat
 import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -211,6 +211,40 @@ class Ledger:
             os.close(self.fd)
 
 
+_Owed = TypeVar("_Owed")
+
+
+def owe(in_flight: dict[str, _Owed], twins: dict[str, list[_Owed]], key: str, request: _Owed) -> None:
+    """`request` in flight under `key`, or in line behind the one there: MCP forbids an agent to send a request under
+    an id still in flight, yet one that does has both served (as the SDK serves them), and each is owed its answer."""
+    if key in in_flight:
+        twins.setdefault(key, []).append(request)
+    else:
+        in_flight[key] = request
+
+
+def settle(in_flight: dict[str, _Owed], twins: dict[str, list[_Owed]], key: str) -> _Owed | None:
+    """The request an answer under `key` answers, no longer in flight; the next sent under that id takes its place."""
+    request = in_flight.pop(key, None)
+    waiting = twins.get(key)
+    if waiting:
+        in_flight[key] = waiting.pop(0)
+        if not waiting:
+            del twins[key]
+    return request
+
+
+def unowe(in_flight: dict[str, _Owed], twins: dict[str, list[_Owed]], key: str) -> None:
+    """Forget the request last owed under `key` (it never reached whoever was to answer it)."""
+    waiting = twins.get(key)
+    if waiting:
+        waiting.pop()
+        if not waiting:
+            del twins[key]
+    else:
+        in_flight.pop(key, None)
+
+
 @dataclass
 class LedgerFold:
     """The relay's reading of its ledger: the requests the daemon took and has not answered, the handshake, and the
@@ -218,6 +252,8 @@ class LedgerFold:
 
     # By key: the id, the method, and for a read what `owed_read` keeps of it.
     in_flight: dict[str, tuple[Any, str, dict[str, Any] | None]] = field(default_factory=dict)
+    # Requests taken under an id still in flight, in line behind the one in `in_flight` (the relay's `twins`).
+    twins: dict[str, list[tuple[Any, str, dict[str, Any] | None]]] = field(default_factory=dict)
     initialize: str | None = None  # the agent's initialize, as sent
     initialize_ok: bool = False  # answered with a result
     initialized: str | None = None
@@ -256,7 +292,7 @@ class LedgerFold:
 
     def apply(self, entry: dict[str, Any]) -> None:
         if "mcphost-answered" in entry:
-            taken = self.in_flight.pop(id_key(entry["mcphost-answered"]), None)
+            taken = settle(self.in_flight, self.twins, id_key(entry["mcphost-answered"]))
             if taken is not None and taken[1] == "initialize":
                 self.initialize_ok = entry.get("ok") is not False
             return
@@ -269,8 +305,9 @@ class LedgerFold:
         before = (self.pieces, len(self.pieces), self.held, self.initialize, self.initialized)
         keys: list[str] = []
         for request_id, method, *read in entry.get("take", []):
-            keys.append(id_key(request_id))
-            self.in_flight[keys[-1]] = (request_id, method, read[0] if read else None)
+            key = id_key(request_id)
+            keys.append(key)
+            owe(self.in_flight, self.twins, key, (request_id, method, read[0] if read else None))
         for text in entry.get("raw", []):
             method = loads_exact(text.encode("utf-8")).get("method")
             if method == "initialize":
@@ -301,8 +338,8 @@ class LedgerFold:
         ahead = stdin.peek() or b""
         if len(ahead) < length or zlib.crc32(ahead[:length]) != crc:
             return
-        for key in keys:
-            self.in_flight.pop(key, None)
+        for key in reversed(keys):
+            unowe(self.in_flight, self.twins, key)
         pieces, count, self.held, self.initialize, self.initialized = before
         del pieces[count:]
         self.pieces = pieces

@@ -56,8 +56,11 @@ from mcphost.serve.handoff import (
     cancel_on,
     is_private,
     notes,
+    owe,
     owed_read,
     read_note,
+    settle,
+    unowe,
 )
 from mcphost.serve.mcp_server import client_name
 from mcphost.serve.stdio import STOPPED, STOPPED_UNANSWERED, Outbox, Send, parse_line, rejected_id, serve_stdio
@@ -106,6 +109,10 @@ class _Relay:
     stop: anyio.Event | None = None  # a signal: the session ends without waiting for answers
     queue: deque[Message] = field(default_factory=deque)
     in_flight: dict[str, types.JSONRPCRequest | _CallInFlight] = field(default_factory=dict)
+    # Requests the agent sent under an id still in flight (MCP forbids it; the daemon serves both, as mcphost does in
+    # process), each in line behind the one in `in_flight` and owed its own answer and, a read, its record should
+    # the daemon go away.
+    twins: dict[str, list[types.JSONRPCRequest | _CallInFlight]] = field(default_factory=dict)
     handshake: types.JSONRPCRequest | None = None
     initialized: types.JSONRPCNotification | None = None
     agent_done: bool = False
@@ -159,7 +166,7 @@ class _Relay:
             raw = data if data.endswith(b"\n") else data + b"\n"
             # Straight to the daemon only when nothing is queued: what the agent sent earlier goes first.
             if not self.queue and self.forward is not None and self.forward(raw):
-                self.in_flight[id_key(request_id)] = _CallInFlight(request_id, read=owed_read(line))
+                self.owe(id_key(request_id), _CallInFlight(request_id, read=owed_read(line)))
                 return True
             message: Message = types.JSONRPCRequest.model_construct(
                 jsonrpc="2.0", id=request_id, method=method, params=line.get("params")
@@ -187,7 +194,7 @@ class _Relay:
         if isinstance(owed, bytes):
             self.unread_owed.setdefault(id_key(rejected_id(owed)), []).append(owed)
         elif owed is not None and isinstance(owed.message, types.JSONRPCRequest):
-            self.in_flight[id_key(owed.message.id)] = owed.message
+            self.owe(id_key(owed.message.id), owed.message)
         return True
 
     def noted(self, note: Note) -> None:
@@ -200,7 +207,7 @@ class _Relay:
             self.recorded = True
         elif note.kind == "answered":
             key = id_key(note.value)
-            request = self.in_flight.pop(key, None)
+            request = self._answered(key)
             self.raw.pop(key, None)
             owed = self.unread_owed.get(key)
             if request is None and owed:
@@ -219,6 +226,7 @@ class _Relay:
                 # The agent waits no more: nor does the relay (a cancelled request may never be answered).
                 key = id_key((message.params or {}).get("requestId"))
                 self.in_flight.pop(key, None)
+                self.twins.pop(key, None)
                 self.raw.pop(key, None)
                 self._settle()
         self.queue.append(message)
@@ -234,15 +242,28 @@ class _Relay:
             await self._arrived.wait()
         message = self.queue.popleft()
         if isinstance(message, types.JSONRPCRequest) and not is_private(message.id):
-            self.in_flight[id_key(message.id)] = message
+            self.owe(id_key(message.id), message)
         return message
 
     def requeue(self, message: Message) -> None:
         """Back to the front of the queue: it never reached the backend that took it."""
         if isinstance(message, types.JSONRPCRequest):
-            self.in_flight.pop(id_key(message.id), None)
+            unowe(self.in_flight, self.twins, id_key(message.id))
         self.queue.appendleft(message)
         self._arrived.set()
+
+    def owe(self, key: str, request: types.JSONRPCRequest | _CallInFlight) -> None:
+        owe(self.in_flight, self.twins, key, request)
+
+    def _answered(self, key: str) -> types.JSONRPCRequest | _CallInFlight | None:
+        return settle(self.in_flight, self.twins, key)
+
+    def _owed(self) -> list[types.JSONRPCRequest | _CallInFlight]:
+        """Every request in flight, twins too, now answered here: none is left owed."""
+        owed = [*self.in_flight.values(), *(twin for twins in self.twins.values() for twin in twins)]
+        self.in_flight.clear()
+        self.twins.clear()
+        return owed
 
     def idle(self) -> bool:
         return not self.queue and not self.in_flight
@@ -275,7 +296,7 @@ class _Relay:
                 self._private[key].append(message)
                 self._private_done[key].set()
                 return
-            request = self.in_flight.pop(key, None)
+            request = self._answered(key)
             self.raw.pop(key, None)
             if (
                 isinstance(request, types.JSONRPCRequest)
@@ -305,7 +326,7 @@ class _Relay:
         request = self.in_flight.get(key)
         if request is None or request.method != "tools/call" or not valid_id(message.get("id")):
             return False
-        del self.in_flight[key]
+        self._answered(key)
         self.raw.pop(key, None)
         try:
             if self.send is not None:
@@ -318,24 +339,25 @@ class _Relay:
         return True
 
     async def answer(self, request_id: Any, code: int, message: str) -> None:
-        self.in_flight.pop(id_key(request_id), None)
+        """Answer `request_id` with an error (`deliver` takes it out of flight)."""
         error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
         await self.deliver(error)
 
     async def answer_stopped(self) -> None:
         """Answer every request in flight as `mcphost mcp` answers one a signal cut short (the gateway here records
         each call it cuts as cancelled), before the backend's shutdown answers them with a bare "Connection closed"."""
-        for key, request in list(self.in_flight.items()):
+        for request in self._owed():
             why = STOPPED if request.method == "tools/call" else STOPPED_UNANSWERED
             await self.answer(request.id, INTERNAL_ERROR, f"{request.method}: {why}")
-            self.answered_stopped.add(key)
+            self.answered_stopped.add(id_key(request.id))
 
     async def fail_in_flight(self, reason: str, *, died: bool = False) -> None:
         """Answer every request in flight with `reason`. `died`: they were the daemon's, which went away without
         saying their calls are on record, so the reads among them are recorded here (a write's start is on record
         before it is forwarded)."""
+        cut_short = self._owed()
         if died and not self.recorded:
-            reads = [read for request in self.in_flight.values() if (read := _owed_read_of(request)) is not None]
+            reads = [read for request in cut_short if (read := _owed_read_of(request)) is not None]
             if reads:
                 await record_lost_reads(self.config_path, reads, reason, self.client)
         self.recorded = False
@@ -348,8 +370,7 @@ class _Relay:
                 if self.send is not None:
                     await self.send(line)
         self.unread_owed.clear()
-        for key, request in list(self.in_flight.items()):
-            del self.in_flight[key]
+        for request in cut_short:
             if self.answers_unseen and isinstance(request, types.JSONRPCRequest) and request.method == "initialize":
                 # The agent may well hold a result: its session, replayed to the next backend, must go on (were it
                 # refused, the agent would initialize again, and that handshake would be the one replayed).
@@ -760,8 +781,9 @@ def _message(line: str) -> Message | None:
 
 def _seed(session: _Relay, ledger: LedgerFold) -> None:
     """The session as the daemon left it: the requests owed an answer, the handshake, the lines it left unfinished."""
-    for request_id, method, read in ledger.in_flight.values():
-        session.in_flight[id_key(request_id)] = _CallInFlight(request_id, method, read)
+    twins = (twin for waiting in ledger.twins.values() for twin in waiting)
+    for request_id, method, read in [*ledger.in_flight.values(), *twins]:
+        session.owe(id_key(request_id), _CallInFlight(request_id, method, read))
     if ledger.initialize is not None:
         handshake = _message(ledger.initialize)
         if isinstance(handshake, types.JSONRPCRequest):

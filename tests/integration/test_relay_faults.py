@@ -405,3 +405,38 @@ async def test_a_burst_of_calls_and_listings_through_a_relay_gets_each_answer_on
     texts = sorted(record["arguments"]["text"] for record in sandbox.tool_calls())
     assert texts == sorted(f"call {n}" for n in sent if isinstance(n, int))
     assert "relaying to the daemon" in raw.stderr, raw.stderr
+
+
+@pytest.mark.parametrize("end", ["answered", "killed"])
+async def test_two_calls_under_one_id_through_a_relay_each_get_an_answer_and_a_record(
+    sandbox: Sandbox, end: str
+) -> None:
+    # MCP forbids an id still in flight; an agent that reuses one anyway has both calls served, as in process. When
+    # the daemon died under them, the relay (and its ledger of what a daemon holding the agent's stdio took) owed
+    # only the last one an answer and a record: the other ran unrecorded, and its agent waited for good.
+    sandbox.write_config(ALLOW_ALL + sandbox.probe_server())
+    gate = sandbox.root / "gate"
+    try:
+        async with daemon(sandbox) as d, raw_agent(sandbox) as raw:
+            await raw.initialize()
+            for n in (1, 2):
+                args = {"started": str(sandbox.root / f"started-{n}"), "gate": str(gate)}
+                await raw.send(
+                    tools_call("twin", "call_tool_read", {"name": "probe:slow", "args": args, "intent": READ})
+                )
+            for n in (1, 2):
+                await wait_for(sandbox.root / f"started-{n}")
+            if end == "killed":
+                await kill_hard(d)
+            else:
+                gate.touch()
+            answers = [await raw.answer_to("twin", timeout=20) for _ in range(2)]
+    finally:
+        gate.touch()
+    records = [r for r in sandbox.tool_calls() if r.get("tool") == "slow"]
+    if end == "killed":
+        assert all("went away during this call" in a["error"]["message"] for a in answers), answers
+        assert [(r["status"], r["error"]["code"]) for r in records] == [("error", "UPSTREAM_ERROR")] * 2
+    else:
+        assert all("result" in a for a in answers), answers
+        assert [r["status"] for r in records] == ["success"] * 2

@@ -35,3 +35,21 @@ async def test_each_request_in_flight_is_answered_once_with_why_the_session_stop
         "other": "Connection closed",  # not one of ours: passed on as it came
     }
     assert not relay.in_flight and not relay.answered_stopped
+
+
+async def test_requests_under_one_id_are_each_owed_their_answer_in_the_order_sent() -> None:
+    # MCP forbids an id still in flight; both such requests are served, so each is owed an answer: the daemon's first
+    # answer under the id settles the first, and a daemon that goes away leaves the relay both to answer.
+    to_agent, from_relay = anyio.create_memory_object_stream[SessionMessage](8)
+    relay = _Relay(to_agent, Path("config.toml"))
+    first, second, third = (_CallInFlight("twin", read={"name": f"s:{n}"}) for n in (1, 2, 3))
+    for request in (first, second, third):
+        relay.owe(id_key("twin"), request)
+    await relay.deliver(types.JSONRPCResponse(jsonrpc="2.0", id="twin", result={}))
+    assert relay.in_flight == {id_key("twin"): second} and relay.twins == {id_key("twin"): [third]}
+
+    await relay.fail_in_flight("the daemon went away")
+    to_agent.close()
+    said = [message.message async for message in from_relay]
+    assert [type(m).__name__ for m in said] == ["JSONRPCResponse", "JSONRPCError", "JSONRPCError"]
+    assert not relay.in_flight and not relay.twins and relay.idle()

@@ -340,3 +340,24 @@ def test_a_line_that_never_ends_is_held_by_the_relay_only_to_what_the_daemon_ref
     assert fold.partial == b"" and fold.held == 0 and set(fold.in_flight) == {"endless"}
     for fd in (stdin_r, stdin_w):
         os.close(fd)
+
+
+def test_requests_taken_under_one_id_are_each_owed_and_undone_last_first() -> None:
+    fold = LedgerFold()
+    fold.apply({"chunk": 1, "crc": 0, "take": [["twin", "tools/call", {"name": "s:a"}]]})
+    fold.apply({"chunk": 1, "crc": 0, "take": [["twin", "tools/call", {"name": "s:b"}], ["twin", "tools/list"]]})
+    assert fold.in_flight == {"twin": ("twin", "tools/call", {"name": "s:a"})}
+    assert fold.twins == {"twin": [("twin", "tools/call", {"name": "s:b"}), ("twin", "tools/list", None)]}
+    fold.apply({"mcphost-answered": "twin", "ok": True})
+    assert fold.in_flight == {"twin": ("twin", "tools/call", {"name": "s:b"})}
+    assert fold.twins == {"twin": [("twin", "tools/list", None)]}
+
+    stdin_r, stdin_w = os.pipe()
+    os.write(stdin_w, b"x")
+    peeker = Peeker(stdin_r)
+    fold.last = (1, zlib.crc32(b"x"), ["twin", "twin"], (fold.pieces, 0, 0, None, None))
+    fold.untake_last(peeker)  # the last chunk was never taken after all: what it took goes
+    assert fold.in_flight == {} and fold.twins == {}
+    peeker.close()
+    for fd in (stdin_r, stdin_w):
+        os.close(fd)
