@@ -5,9 +5,13 @@ Codes and messages are a contract (design.md): tests outside this repository mat
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 class ErrorCode(StrEnum):
@@ -40,3 +44,13 @@ class GatewayError(Exception):
 
     def to_payload(self) -> dict[str, Any]:
         return {"error": {"code": self.code.value, "message": self.message, "details": self.details}}
+
+
+def tell_each(listeners: Iterable[Callable[..., object]], *args: Any, who: str) -> None:
+    """Call every listener with `args`. One that fails is logged (as `who` listener) and the rest are still told: a
+    broken editor view or exporter must never stop a record, a prompt or a reload, nor keep the news from the others."""
+    for listener in listeners:
+        try:
+            listener(*args)
+        except Exception:
+            logger.exception("%s listener failed", who)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,6 +22,7 @@ from mcphost.config import ConfigError, LoadedConfig
 from mcphost.config.diff import ConfigDiff, diff_configs
 from mcphost.config.state import state_path
 from mcphost.config.watcher import ConfigEvent, ConfigWatcher, Missing, Rejected, Reloaded
+from mcphost.errors import tell_each
 from mcphost.gateway.hooks import AgentToolGate
 from mcphost.gateway.service import Gateway
 from mcphost.paths import activity_log_path
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from mcphost.activity.export import ExportStatus, OtlpExporter
     from mcphost.upstream.spawn import EarlyStarts
 
-logger = logging.getLogger(__name__)
 
 # "config" (a save was applied), "config_error" (a save was rejected), "upstream" (a server's state changed)
 HostListener = Callable[[str], None]
@@ -95,11 +94,7 @@ class Host:
         self._listeners.append(listener)
 
     def _emit(self, kind: str) -> None:
-        for listener in self._listeners:
-            try:
-                listener(kind)
-            except Exception:
-                logger.exception("host listener failed")
+        tell_each(self._listeners, kind, who="host")
 
     def _servers(self) -> dict[str, Any]:
         servers = self.loaded.config.enabled_servers()

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import logging
 import os
 import sys
 import threading
@@ -36,9 +35,8 @@ import anyio.to_thread
 
 from mcphost.activity.reader import rotated_path
 from mcphost.activity.record import ActivityRecord, CallRecord
+from mcphost.errors import tell_each
 from mcphost.paths import data_dir_fix, open_regular, writable_by_others
-
-logger = logging.getLogger(__name__)
 
 _Listener = Callable[["Payload"], None]
 # The live file as one look at it found it: (device, inode, size).
@@ -144,11 +142,7 @@ class ActivityLog:
         return seq, Payload(safe_dict, data.rstrip(b"\n")) if self._listeners else None
 
     def _tell(self, payload: Payload) -> None:
-        for listener in self._listeners:
-            try:
-                listener(payload)
-            except Exception:
-                logger.exception("activity listener failed")
+        tell_each(self._listeners, payload, who="activity")
 
     async def write(self, record: ActivityRecord | CallRecord, *, alone: bool = False) -> bool:
         """Append, and return once the record is on disk (when `fsync` is on). Never raises.

@@ -32,6 +32,7 @@ from mcphost.approval.prompt import (
     PermissionResponse,
     batch_response,
 )
+from mcphost.errors import tell_each
 
 logger = logging.getLogger(__name__)
 
@@ -159,11 +160,7 @@ class PermissionBroker:
         self._listeners.append(listener)
 
     def _changed(self) -> None:
-        for listener in self._listeners:
-            try:
-                listener()
-            except Exception:
-                logger.exception("broker listener failed")
+        tell_each(self._listeners, who="broker")
 
     def prompts(self) -> list[PendingPrompt]:
         return [
