@@ -297,9 +297,10 @@ BUILTIN_DESTRUCTIVE_COMMANDS: dict[str, str] = {
     "dd of=": r"(?<![\w.-])dd(?![\w.-])[^\n;|&]*\bof=",
     "find -delete": r"(?<![\w.-])find(?![\w.-])[^\n;|&]*\s-(delete|exec(dir)?\s+(rm|shred|unlink))(?![\w-])",
     "truncate": r"(?<![\w.-])truncate(?![\w.-])",
-    "git push --force": r"\bgit\s+push\b[^\n;|&]*(\s(-f|--force|--force-with-lease|--force-if-includes|--delete|-d"
-    r"|--mirror|--prune)(?=[\s=]|$)|\s\+\S|\s:\S)",
-    "git reset --hard": r"\bgit\s+reset\b[^\n;|&]*\s--(hard|merge|keep)\b",
+    # git takes any unambiguous start of a long option (`--forc`, `--har`), and short flags together (`-fu`).
+    "git push --force": r"\bgit\s+push\b[^\n;|&]*(\s(-[a-zA-Z]*[fd][a-zA-Z]*|--(for|de|mir|pru)[\w-]*)(?=[\s=]|$)"
+    r"|\s\+\S|\s:\S)",
+    "git reset --hard": r"\bgit\s+reset\b[^\n;|&]*\s--(ha|me|ke)[\w-]*(?=[\s=]|$)",
     "git clean": r"\bgit\s+clean\b[^\n;|&]*\s-\w*[fdx]",
     "git checkout --": r"\bgit\s+checkout\b[^\n;|&]*\s(-f|--force|--)(?=\s|$)",
     "git restore": r"\bgit\s+restore\b(?![^\n;|&]*--staged)",
@@ -308,29 +309,46 @@ BUILTIN_DESTRUCTIVE_COMMANDS: dict[str, str] = {
     r"|update-ref\s+-d|gc\s+--prune)\b",
     "DROP TABLE": r"(?i)\b(drop\s+(table|database|schema|view|index|user|role)|truncate\s+table|delete\s+from)\b",
     "FLUSHALL": r"(?i)\b(flushall|flushdb)\b",
-    "kubectl delete": r"\b(kubectl|oc)\s+delete\b",
+    "kubectl delete": r"\b(kubectl|oc)\b[^\n;|&]*\sdelete(?=\s|$)",
     "docker rm": r"\bdocker\s+(rm|rmi|(system|volume|container|image|network|builder)\s+(prune|rm))\b",
-    "terraform destroy": r"\bterraform\s+destroy\b",
+    "terraform destroy": r"\bterraform\b[^\n;|&]*\sdestroy(?=\s|$)",
     "terraform apply -destroy": r"\bterraform\s+apply\b[^\n;|&]*-destroy",
     "cloud delete": r"\b(helm\s+(uninstall|delete)|gh\s+(repo|release)\s+delete|aws\s+s3\s+(rm|rb)"
     r"|gsutil\s+(rm|rb))\b",
+    "rsync --delete": r"\brsync\b[^\n;|&]*\s--(del|remove-source)[\w-]*",
+    "tar --remove-files": r"\btar\b[^\n;|&]*\s--remove-files",
     "Remove-Item": r"(?i)\b(remove-item|format-volume|clear-disk|clear-content)\b|(?i:\b(rd|rmdir|del|erase)\s+/[sqf])",
 }
 
 # Commands that only look, matched against the whole command when it holds no shell operator (no `;`, `&`, `|`,
-# redirection, substitution or newline): anything cleverer is a write, and asked about as one.
+# redirection, substitution or newline), its words as the shell reads them (unquoted: `'-delete'` is `-delete`):
+# anything cleverer is a write, and asked about as one. Each excludes the flags that make its command write or run
+# another program (find's -delete and -fprint, git's --output and -O, rg's --pre, tree's -o).
 BUILTIN_READ_COMMANDS: tuple[str, ...] = (
-    r"(ls|ll|la|dir|tree|pwd|whoami|id|date|uname|hostname|which|type|file|stat|du|df|wc|nl|realpath|basename"
-    r"|dirname|cat|head|tail|less|more|grep|egrep|fgrep|rg|ag|md5sum|sha1sum|sha256sum|echo|printf)(\s+\S+)*",
+    r"(ls|ll|la|dir|pwd|whoami|id|uname|which|type|stat|du|df|wc|nl|realpath|basename"
+    r"|dirname|cat|head|tail|less|more|grep|egrep|fgrep|ag|md5sum|sha1sum|sha256sum|echo|printf)(\s+\S+)*",
+    r"(date|file)(?!.*\s(-s|--set|-C|--compile)\S*(\s|$))(\s+\S+)*",
+    r"hostname(\s+-\S+)*",  # a name after it sets it
+    r"rg(?!.*\s--pre(=|\s|$))(\s+\S+)*",
+    r"tree(?!.*\s(-[a-zA-Z]*[oR]|--output)\S*(\s|$))(\s+\S+)*",
     r"find(?!.*\s-(exec|execdir|ok|okdir|delete|fprint\w*|fls)(\s|$))(\s+\S+)*",
     r"git\s+(status|log|diff|show|blame|ls-files|ls-tree|rev-parse|describe|shortlog|cat-file|grep)"
-    r"(?!.*\s--output)(\s+\S+)*",
+    r"(?!.*\s(--ou|--ope|-O|--ext-diff)\S*(\s|$))(\s+\S+)*",
     r"git\s+branch(\s+(-a|-r|-v|-vv|--all|--remotes|--verbose|--list|--show-current|--merged|--no-merged))*",
     r"git\s+remote(\s+(-v|--verbose|show\s+\S+|get-url\s+\S+))?",
     r"(?i)(get-childitem|get-content|get-location|get-item|select-string|test-path)(\s+\S+)*",
 )
 _SHELL_OPERATORS = re.compile(r"[;&|<>`$(){}\n\r\\]")
-_PATCH_DELETES = re.compile(r"^\*\*\* Delete File:", re.MULTILINE)
+# The shell's quoting, taken away for the destructive patterns' second look: `r''m`, `"rm"`, `r\m` are all `rm` to
+# it, and so is `${X:-rm}` when X is unset.
+_QUOTING = str.maketrans("", "", "'\"\\")
+_DEFAULTED = re.compile(r"\$\{\w+:?[-=]([^}]*)\}")
+# git's global options (`-C path`, `-c name=value`, `--no-pager`, `--git-dir=...`), taken away for that look too, so
+# that `git -C repo push -f` is `git push -f` to the patterns. Each option reads one way only (`-C` and `-c` take
+# the next word) and the run ends at the first word that is none: one pass, whatever the command.
+_GIT_GLOBALS = re.compile(r"\bgit(?:\s+(?:-[Cc]\s+\S+|-(?![Cc]\s)\S+))+(?=\s)")
+# Codex's parser reads the marker after any indentation.
+_PATCH_DELETES = re.compile(r"^[ \t]*\*\*\* Delete File:", re.MULTILINE)
 # Claude Code and Codex: mcp__<server>__<tool>; VS Code: mcp_<server>_<tool> (its server label, lower-cased).
 
 
@@ -564,9 +582,10 @@ def classify_agent_tool(
 
 def shell_command_class(command: str, table: AgentToolTable) -> AgentToolClass:
     destructive, read = table.compiled()
+    unquoted = _GIT_GLOBALS.sub("git", _DEFAULTED.sub(r"\1", command).translate(_QUOTING))
     for pattern, compiled in destructive:
         try:
-            if compiled.search(command):
+            if compiled.search(command) or (unquoted != command and compiled.search(unquoted)):
                 why = f"the command matches the destructive pattern {pattern}"
                 return AgentToolClass(OperationType.DESTRUCTIVE, why)
         except RegexTimedOut:
@@ -577,15 +596,31 @@ def shell_command_class(command: str, table: AgentToolTable) -> AgentToolClass:
                 "stopped, so it counts as matching: simplify the pattern (nested repetition such as (a|aa)+ can take "
                 "time that grows exponentially with the text)",
             )
-    stripped = command.strip()
-    if stripped and not _SHELL_OPERATORS.search(stripped):
+    words = _shell_words(command)
+    if words:
         for _name, only_reads in read:
             try:
-                if only_reads.fullmatch(stripped):
+                if only_reads.fullmatch(words):
                     return AgentToolClass(OperationType.READ, "a command that only reads")
             except RegexTimedOut:
                 continue  # the stricter reading of a pattern that cannot tell: this command is no read by it
     return AgentToolClass(OperationType.WRITE, "a shell command: write unless it only reads or it destroys")
+
+
+def _shell_words(command: str) -> str | None:
+    """The command's words as the shell reads them, joined by spaces; None when it holds a shell operator or quotes
+    that do not close (then it is no read, whatever its words)."""
+    stripped = command.strip()
+    if not stripped or _SHELL_OPERATORS.search(stripped):
+        return None
+    if "'" not in stripped and '"' not in stripped:
+        return stripped
+    import shlex
+
+    try:
+        return " ".join(shlex.split(stripped))
+    except ValueError:
+        return None
 
 
 def _first_text(tool_input: Mapping[str, Any], keys: tuple[str, ...]) -> str:

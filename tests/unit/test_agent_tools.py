@@ -70,6 +70,43 @@ TABLE = AgentToolTable()
         ("git restore --staged src/app.py", W),
         ("Remove-Item -Recurse -Force build", D),
         ("rd /s /q build", D),
+        # Quoted, escaped or spelled another way, as the shell reads it still.
+        ("find ftest '-delete'", D),
+        ("r''m -rf ~", D),
+        ('"rm" -rf ~', D),
+        ("r\\m -rf ~", D),
+        ("${RM:-rm} -rf ~", D),
+        ("dd if=/dev/zero o''f=/dev/sda", D),
+        ("git -C . push -f", D),
+        ("git --git-dir=.git -c a=b push --forc origin", D),
+        ("git push -uf origin main", D),
+        ("git push --follow-tags", W),
+        ("git reset --har", D),
+        ("git -C repo reset --hard", D),
+        ("git -C repo clean -fd", D),
+        ("kubectl -n prod delete pod web-1", D),
+        ("kubectl logs delete-job", W),
+        ("terraform -chdir=infra destroy", D),
+        ("rsync -a --delete src/ dst/", D),
+        ("tar -czf x.tgz --remove-files logs", D),
+        # Reads only while they only look: a flag that writes a file or runs a program makes a write.
+        ("find . -maxdepth 0 '-fprint' victim", W),
+        ("git diff '--output=/home/u/.bashrc'", W),
+        ("git grep -O'touch /tmp/x' -e hello", W),
+        ("git grep --open-files-in-pager=vi x", W),
+        ("rg --pre ./evil.sh x", W),
+        ("rg --pre=./evil.sh x", W),
+        ("tree -o out.txt", W),
+        ("tree -R -H . src", W),
+        ("hostname evil", W),
+        ("date -s 2020-01-01", W),
+        ("file -C -m magic", W),
+        ("grep -r 'foo bar' .", R),
+        ("git log --format='%h %s'", R),
+        ("tree src", R),
+        ("hostname -f", R),
+        ("date +%s", R),
+        ("cat 'unclosed", W),
     ],
 )
 def test_shell_commands_are_read_only_when_they_only_look_destructive_when_they_delete(
@@ -101,6 +138,9 @@ def test_a_destructive_pattern_is_named_in_the_reason() -> None:
         ("bash", {"command": "ls"}, R),
         ("apply_patch", {"command": "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch"}, W),
         ("apply_patch", {"input": "*** Begin Patch\n*** Delete File: a.py\n*** End Patch"}, D),
+        # Codex reads the marker after any indentation.
+        ("apply_patch", {"input": "*** Begin Patch\n  *** Delete File: a.py\n*** End Patch"}, D),
+        ("apply_patch", {"input": "*** Begin Patch\n\t*** Delete File: a.py\n*** End Patch"}, D),
         ("SomeNewTool", {}, W),
     ],
 )
@@ -201,6 +241,14 @@ def test_a_destructive_pattern_finds_what_its_regular_expressions_search_finds()
         "git reset ",
         "git restore ",
         "terraform apply ",
+        "-C",
+        "-c",
+        "kubectl",
+        "delete",
+        "destroy",
+        "rsync",
+        "--delete",
+        "--har",
     ]
     rng = random.Random(21)
     for _ in range(6_000):
@@ -237,7 +285,7 @@ def test_a_megabyte_command_of_repeated_command_words_is_judged_in_linear_time()
     script = (
         "from mcphost.intent import AgentToolTable, OperationType, shell_command_class\n"
         "table = AgentToolTable()\n"
-        "for word in ('git reset ', 'find . ', 'terraform apply '):\n"
+        "for word in ('git reset ', 'find . ', 'terraform apply ', 'git -C . ', 'git -c ', 'kubectl -n x '):\n"
         "    assert shell_command_class(word * 200_000, table).operation is not OperationType.DESTRUCTIVE\n"
         "assert shell_command_class('git restore ' * 200_000 + '--staged', table).operation is OperationType.WRITE\n"
     )
