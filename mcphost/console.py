@@ -29,7 +29,15 @@ RED = "\x1b[31m"
 YELLOW = "\x1b[33m"
 GREEN = "\x1b[32m"
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_MARKS = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"  # past ASCII: C1, separators, bidi
+_CONTROL = re.compile(f"[\\x00-\\x1f{_MARKS}]")
+_UNSEEN = re.compile(f"[{_MARKS}]")
+
+
+def unseen_marks(text: str) -> bool:
+    """Whether `text` holds what a writer that escapes only ASCII's control characters lets through to a terminal:
+    a C1 control, a line or paragraph separator, a zero-width or bidirectional mark."""
+    return _UNSEEN.search(text) is not None
 
 
 def safe(value: Any, limit: int | None = None) -> str:

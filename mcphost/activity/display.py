@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mcphost.activity.query import intent_type, is_mapping, record_time
-from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, Column, Table
+from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, Column, Table, unseen_marks
 from mcphost.console import safe as _escape
 
 CALL_TYPES = ("tool_call", "tool_call_started", "hook_decision")
@@ -371,7 +371,12 @@ def to_yaml(value: Any) -> str:
     import yaml  # only `-o yaml` pays for the import
 
     try:
-        return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
+        text = str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
+        if not unseen_marks(text):
+            return text
+        # PyYAML writes line separators and bidirectional controls as they are (printable, to it): each is escaped
+        # when every non-ASCII character is.
+        return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=False, default_flow_style=False))
     except RecursionError:
         # Nesting too deep for PyYAML's emitter, which takes several frames a level (a hand-made line: the gateway
         # takes 64 levels at most). JSON is YAML too, and the C encoder takes one frame a level, as the parser that

@@ -255,52 +255,53 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         # To the END line, or (a truncated preview) to the end of the text.
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
     ),
-    # Each pattern starts at a word boundary, written as its first characters then a look behind them
-    # (`sk-(?<!\wsk-)` for `\bsk-`): a pattern that opens with `\b` gets no prefix search from the regex engine,
+    # Each pattern starts where no letter or digit comes before it, written as its first characters then a look
+    # behind them (`sk-(?<![^\W_]sk-)`): a pattern that opens with `\b` gets no prefix search from the regex engine,
     # which then tries a match at every position of the text, some fifty times slower on a page of it. A test holds
-    # each to its `\b` form.
-    _fmt("jwt", ("eyJ",), rf"eyJ(?<!\weyJ)[{_B64URL}]{{8,}}\.[{_B64URL}]{{8,}}\.[{_B64URL}]*"),
+    # each to that form. Not `\b`: an underscore is no boundary to it, and `MY_ghp_...` or `mcp__s__eyJ...` kept
+    # their credential.
+    _fmt("jwt", ("eyJ",), rf"eyJ(?<![^\W_]eyJ)[{_B64URL}]{{8,}}\.[{_B64URL}]{{8,}}\.[{_B64URL}]*"),
     _fmt(
         "github",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        r"g(?<!\wg)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{22,})",
+        r"g(?<![^\W_]g)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{22,})",
     ),
     _fmt(
         "gitlab",
         ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-"),
-        rf"gl(?<!\wgl)(?:pat|dt|rt|ptt|soat)-[{_B64URL}]{{20,}}",
+        rf"gl(?<![^\W_]gl)(?:pat|dt|rt|ptt|soat)-[{_B64URL}]{{20,}}",
     ),
-    _fmt("slack", ("xox", "xapp-"), r"x(?<!\wx)(?:ox[abposr]|app)-[A-Za-z0-9-]{10,}"),
+    _fmt("slack", ("xox", "xapp-"), r"x(?<![^\W_]x)(?:ox[abposr]|app)-[A-Za-z0-9-]{10,}"),
     _fmt(
         "slack_webhook",
         ("hooks.slack.com",),
-        r"https://hooks\.slack\.com/services/(?<!\whttps://hooks\.slack\.com/services/)[A-Za-z0-9/_-]{20,}",
+        r"https://hooks\.slack\.com/services/(?<![^\W_]https://hooks\.slack\.com/services/)[A-Za-z0-9/_-]{20,}",
     ),
-    _fmt("aws_access_key", ("AKIA", "ASIA"), r"A(?<!\wA)(?:KIA|SIA)[A-Z0-9]{16}\b"),
-    _fmt("google_api_key", ("AIza",), rf"AIza(?<!\wAIza)[{_B64URL}]{{35}}(?![{_B64URL}])"),
-    _fmt("anthropic", ("sk-ant-",), rf"sk-ant-(?<!\wsk-ant-)[{_B64URL}]{{20,}}"),
-    _fmt("openrouter", ("sk-or-",), r"sk-or-v1-(?<!\wsk-or-v1-)[A-Za-z0-9]{20,}"),
+    _fmt("aws_access_key", ("AKIA", "ASIA"), r"A(?<![^\W_]A)(?:KIA|SIA)[A-Z0-9]{16}(?![^\W_])"),
+    _fmt("google_api_key", ("AIza",), rf"AIza(?<![^\W_]AIza)[{_B64URL}]{{35}}(?![{_B64URL}])"),
+    _fmt("anthropic", ("sk-ant-",), rf"sk-ant-(?<![^\W_]sk-ant-)[{_B64URL}]{{20,}}"),
+    _fmt("openrouter", ("sk-or-",), r"sk-or-v1-(?<![^\W_]sk-or-v1-)[A-Za-z0-9]{20,}"),
     # sk-proj-/sk-svcacct-/sk-admin- bodies carry - and _; a bare sk- key must open with 20 alphanumerics,
     # so a slug like "sk-learn-tutorial-for-beginners" is left alone.
     _fmt(
         "openai",
         ("sk-",),
-        rf"sk-(?<!\wsk-)(?:(?:proj|svcacct|admin)-[{_B64URL}]{{20,}}|[A-Za-z0-9]{{20,}}[{_B64URL}]*)",
+        rf"sk-(?<![^\W_]sk-)(?:(?:proj|svcacct|admin)-[{_B64URL}]{{20,}}|[A-Za-z0-9]{{20,}}[{_B64URL}]*)",
     ),
     _fmt(
         "stripe",
         ("k_live_", "k_test_", "whsec_"),
-        r"(?:[sr](?<!\w[sr])k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_(?<!\wwhsec_)[A-Za-z0-9+/=]{24,})",
+        r"(?:[sr](?<![^\W_][sr])k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_(?<![^\W_]whsec_)[A-Za-z0-9+/=]{24,})",
     ),
-    _fmt("npm", ("npm_",), r"npm_(?<!\wnpm_)[A-Za-z0-9]{36}\b"),
-    _fmt("huggingface", ("hf_",), r"hf_(?<!\whf_)[A-Za-z]{30,}\b"),
-    _fmt("sendgrid", ("SG.",), rf"SG\.(?<!\wSG\.)[{_B64URL}]{{16,}}\.[{_B64URL}]{{16,}}"),
+    _fmt("npm", ("npm_",), r"npm_(?<![^\W_]npm_)[A-Za-z0-9]{36}(?![^\W_])"),
+    _fmt("huggingface", ("hf_",), r"hf_(?<![^\W_]hf_)[A-Za-z]{30,}(?![^\W_])"),
+    _fmt("sendgrid", ("SG.",), rf"SG\.(?<![^\W_]SG\.)[{_B64URL}]{{16,}}\.[{_B64URL}]{{16,}}"),
     # The scheme word is kept; the callback checks the credential looks like one (see _replace).
-    _fmt("bearer", ("earer",), r"(?P<scheme>[Bb](?<!\w[Bb])earer\s+)(?P<credential>[A-Za-z0-9._~+/\-]{8,}=*)"),
+    _fmt("bearer", ("earer",), r"(?P<scheme>[Bb](?<![^\W_][Bb])earer\s+)(?P<credential>[A-Za-z0-9._~+/\-]{8,}=*)"),
     _fmt(
         "basic_auth",
         ("asic",),
-        r"(?P<scheme>[Bb](?<!\w[Bb])asic\s+)(?P<credential>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])",
+        r"(?P<scheme>[Bb](?<![^\W_][Bb])asic\s+)(?P<credential>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])",
     ),
     # scheme://user:password@ -- the user name is kept; the password runs to the last @ of the authority.
     _fmt("url_password", ("@",), r"(?P<scheme>://[^\s:/?#@\"'<>\[\]]*:)(?P<credential>[^\s/?#\"'<>]+)@"),

@@ -29,12 +29,13 @@ from mcphost.activity.record import (
     new_record_id,
     utc_now,
 )
-from mcphost.activity.redact import valid_text
+from mcphost.activity.redact import redact_text, valid_text
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, Authorization, CallFacts
 from mcphost.config import LoadedConfig, effective_annotations
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import check_input
+from mcphost.gateway.tools import RETRIEVE_TOOLS
 from mcphost.intent import (
     MAX_REASON_LENGTH,
     AgentToolUse,
@@ -46,6 +47,9 @@ from mcphost.policy import DecidedBy
 
 # What a hook can answer. "pass": no opinion, the agent goes on as if no hook had run (its own rules and prompt).
 ALLOW, DENY, ASK, PASS = "allow", "deny", "ask", "pass"
+
+# The names of mcphost's own tools, as an agent calls them through its MCP server.
+MCPHOST_TOOLS = frozenset({RETRIEVE_TOOLS, *(variant.value for variant in ToolVariant)})
 
 # The longest name, id or path a hook may send besides the tool's input (PATH_MAX is 4096 on Linux).
 MAX_HOOK_FIELD_CHARS = 4096
@@ -108,9 +112,10 @@ class AgentToolGate:
         loaded = self._config()
         config = loaded.config
         mcp = mcp_tool_name(use.tool_name, config.servers)
-        if mcp is not None and mcp[0] in config.hooks.mcphost_servers:
-            # mcphost's own tools: the call itself is decided, prompted and recorded when it reaches mcphost.
-            return HookVerdict(PASS if mcp[1] == "retrieve_tools" else ALLOW, "mcphost decides this call itself")
+        if mcp is not None and mcp[0] in config.hooks.mcphost_servers and mcp[1] in MCPHOST_TOOLS:
+            # mcphost's own tools: the call itself is decided, prompted and recorded when it reaches mcphost. Any
+            # other name under that server is no tool of mcphost's, and is judged as any other.
+            return HookVerdict(PASS if mcp[1] == RETRIEVE_TOOLS else ALLOW, "mcphost decides this call itself")
         annotations: dict[str, Any] | None = None
         if mcp is not None and mcp[0] in config.servers:
             found = self._find(*mcp)
@@ -119,7 +124,9 @@ class AgentToolGate:
         if judged.operation is None:
             return HookVerdict(PASS, judged.because)
         variant = ToolVariant.for_operation(judged.operation)
-        server, tool = mcp if mcp is not None else (use.agent, use.tool_name)
+        # Copied into the record as they came only when they are of a name's or a path's size: one refused for its
+        # size (`_check_use`) is kept in part, not a megabyte twice over in every record an agent can make.
+        server, tool = (_kept(part) for part in (mcp if mcp is not None else (use.agent, use.tool_name)))
         session = session_name(use.agent, use.session_id)
         client = f"{AGENT_LABELS.get(use.agent, use.agent)} (hook)"
         reason = _agent_reason(use.tool_input)
@@ -134,11 +141,11 @@ class AgentToolGate:
                 tool_variant=variant.value,
                 annotations=annotations or None,
                 hook={
-                    "agent": use.agent,
-                    "event": use.event,
-                    "tool_name": use.tool_name,
-                    **({"tool_use_id": use.tool_use_id} if use.tool_use_id else {}),
-                    **({"cwd": use.cwd} if use.cwd else {}),
+                    "agent": _kept(use.agent),
+                    "event": _kept(use.event),
+                    "tool_name": _kept(use.tool_name),
+                    **({"tool_use_id": _kept(use.tool_use_id)} if use.tool_use_id else {}),
+                    **({"cwd": _kept(use.cwd)} if use.cwd else {}),
                     "because": judged.because,
                 },
             ),
@@ -248,6 +255,7 @@ def blocked_record(
     """The record of a hook that blocked before any gate saw the call: its payload could not be read (`fault`
     False: rejected, as a call with such arguments is), or mcphost could not decide (the config unreadable, a fault
     of its own: an error). What of the call could be read is kept."""
+    agent, event, tool_name = (_kept(value) if value else value for value in (agent, event, tool_name))
     hook = {"agent": agent, "event": event, "tool_name": tool_name, "because": "blocked before it could be judged"}
     code = ErrorCode.UPSTREAM_ERROR if fault else ErrorCode.INVALID_ARGS
     return ActivityRecord(
@@ -282,6 +290,13 @@ def _check_use(use: AgentToolUse, variant: ToolVariant) -> None:
             )
 
 
+def _kept(value: str) -> str:
+    """A hook's name, id or path as its record keeps it: whole up to MAX_HOOK_FIELD_CHARS, else its start."""
+    if len(value) <= MAX_HOOK_FIELD_CHARS:
+        return value
+    return f"{value[:MAX_HOOK_FIELD_CHARS]}... ({len(value) - MAX_HOOK_FIELD_CHARS} more characters)"
+
+
 def _memo_key(use: AgentToolUse) -> str:
     tool_input = json.dumps(use.tool_input, sort_keys=True, default=str, ensure_ascii=True)
     key = f"{use.agent}\0{use.session_id}\0{use.tool_name}\0{tool_input}"
@@ -302,8 +317,15 @@ def _agent_reason(tool_input: Mapping[str, Any]) -> str | None:
     for key in ("description", "explanation", "goal"):
         value = tool_input.get(key)
         if isinstance(value, str) and value.strip():
-            return value[:MAX_REASON_LENGTH]
+            # Redacted before it is cut: a credential the cut went through would keep its start, no format to
+            # know it by. Redacted to some way past the cut only, for a megabyte's reason.
+            return redact_text(value[: MAX_REASON_LENGTH + _REASON_READ_PAST])[:MAX_REASON_LENGTH]
     return None
+
+
+# How far past the reason's cut it is redacted: past the end of any credential that starts before the cut (a PEM
+# private key's block runs to some 3 KB).
+_REASON_READ_PAST = 8192
 
 
 def _ms_since(started: float) -> float:

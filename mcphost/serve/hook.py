@@ -11,9 +11,11 @@ Exit 2 with the reason on stderr blocks where the agent honours it; where it doe
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from mcphost.console import safe
 from mcphost.intent import AgentToolUse
 
 AGENTS = ("claude-code", "vscode", "codex", "copilot-cli")
@@ -121,7 +123,10 @@ def as_far_as_read(raw: bytes | None, agent: str | None) -> HookRequest | None:
     if dialect is None:
         return None
     camel = "toolName" in fields or "toolArgs" in fields or (dialect == "copilot-cli" and "tool_name" not in fields)
-    event = _event_of(fields, camel)
+    try:
+        event = _event_of(fields, camel)
+    except HookInputError:
+        event = PRE_TOOL_USE  # blocked as the event an installed hook most likely stands for
     use = AgentToolUse(agent=dialect, event=event, tool_name="", tool_input={})
     return HookRequest(dialect=dialect, event=event, use=use, camel_case=camel)
 
@@ -129,8 +134,17 @@ def as_far_as_read(raw: bytes | None, agent: str | None) -> HookRequest | None:
 def _event_of(payload: dict[str, Any], camel: bool) -> str:
     """The hook's event, as mcphost names it (PreToolUse when none is given)."""
     named = payload.get("hookEventName") if camel else payload.get("hook_event_name") or payload.get("hookEventName")
-    event = str(named or PRE_TOOL_USE)
+    if named is None or named == "":
+        return PRE_TOOL_USE
+    # An event mcphost has no say in gets no answer, and the call goes on: only a name that reads as an event's may
+    # do that. A number, a list or a name with odd characters in it is blocked as unreadable.
+    if not isinstance(named, str) or not _EVENT_NAME.fullmatch(named.strip()):
+        raise HookInputError(f"the hook payload's event name is no event's ({safe(repr(named), 80)})")
+    event = named.strip()
     return _EVENTS.get(event.lower(), event)
+
+
+_EVENT_NAME = re.compile(r"[A-Za-z][A-Za-z_-]{0,63}")
 
 
 def handled(request: HookRequest) -> bool:

@@ -134,6 +134,49 @@ def test_an_unreadable_payload_or_config_blocks_the_call(sandbox: Sandbox) -> No
     assert permission["metadata"]["hook"]["event"] == "PermissionRequest" and permission["status"] == "error"
 
 
+@pytest.mark.parametrize("event", [5, ["PreToolUse"], True, "Pre\ud800ToolUse", "PreToolUse; x"])
+def test_a_payload_whose_event_is_no_events_name_is_blocked_on_record(sandbox: Sandbox, event: Any) -> None:
+    # Read as an event mcphost has no say in, each got no answer and no record: the agent went on unasked.
+    sandbox.write_config('[hooks]\ndestructive = ["Deploy"]\n\n[permissions]\ndestructive = "deny"\n')
+    body = json.dumps({"hook_event_name": event, "tool_name": "Deploy", "tool_input": {}}).encode()
+    result = run_hook(sandbox, body, "--agent", "claude-code")
+    assert result.returncode == 2 and b"event name" in result.stderr, result
+    [record] = hook_records(sandbox)
+    assert (record["status"], record["error"]["code"]) == ("rejected", "INVALID_ARGS")
+
+
+def test_an_event_name_with_spaces_around_it_is_that_event(sandbox: Sandbox) -> None:
+    sandbox.write_config('[permissions]\nread = "allow"\n')
+    body = payload("claude-code/pretooluse-read.json", hook_event_name=" PreToolUse ")
+    assert decision(run_hook(sandbox, body)) == "allow"
+
+
+def test_a_name_under_mcphosts_own_server_that_is_no_tool_of_mcphosts_is_judged(sandbox: Sandbox) -> None:
+    # mcphost decides its own tools' calls when they reach it; any other name was let through unjudged, unrecorded.
+    sandbox.write_config('[permissions]\nread = "allow"\nwrite = "deny"\n')
+    for name, expected in (("mcp__mcphost__call_tool_read", "allow"), ("mcp__mcphost__x__delete_everything", "deny")):
+        assert decision(run_hook(sandbox, payload("claude-code/pretooluse-mcp.json", tool_name=name))) == expected
+    [judged] = hook_records(sandbox)
+    assert (judged["status"], judged["tool"]) == ("denied", "x__delete_everything")
+
+
+def test_a_credential_the_reasons_cut_goes_through_is_redacted_whole(sandbox: Sandbox) -> None:
+    # The agent's reason is cut to its length after redaction: cut first, the credential's start was kept.
+    sandbox.write_config('[permissions]\nwrite = "allow"\n')
+    token = "ghp_" + "a1B2" * 9
+    description = "x" * 994 + " " + token
+    body = json.dumps(
+        {
+            **json.loads(payload("claude-code/pretooluse-bash.json", command="npm test")),
+            "tool_input": {"command": "npm test", "description": description},
+        }
+    ).encode()
+    assert decision(run_hook(sandbox, body)) == "allow"
+    [record] = hook_records(sandbox)
+    assert "ghp_" not in sandbox.log.read_text(encoding="utf-8")
+    assert record["metadata"]["intent"]["reason"].startswith("x" * 994 + " [RED")
+
+
 def hostile_payloads() -> dict[str, bytes]:
     """Payloads an agent (or whatever writes its hook's stdin) could send that mcphost cannot record faithfully."""
     deep: dict[str, Any] = {}
@@ -151,6 +194,7 @@ def hostile_payloads() -> dict[str, bytes]:
         .replace('"x"', bad_text)
         .encode(),
         "a cwd of 5 MB": json.dumps({**base, "cwd": "/" + "d" * 5_000_000}).encode(),
+        "a tool_name of 5 MB": json.dumps({**base, "tool_name": "W" * 5_000_000}).encode(),
     }
 
 
@@ -162,6 +206,9 @@ def assert_refused_on_record(box: Sandbox, results: dict[str, subprocess.Complet
     assert [r["status"] for r in records] == ["rejected"] * len(results)
     assert {r["error"]["code"] for r in records} == {"INVALID_ARGS"}
     assert "deeper than 64 levels" in records[0]["error"]["message"]
+    # What was refused for its size is kept in part: kept whole (twice, for a tool's name), a few such calls rotated
+    # every record before them out of the log.
+    assert max(len(json.dumps(r)) for r in records) < 20_000
 
 
 def test_a_payload_that_cannot_be_recorded_faithfully_is_refused_on_record(sandbox: Sandbox) -> None:

@@ -96,3 +96,15 @@ def test_counts_align_right() -> None:
         "📖 read      7",
         "write     1234",
     ]
+
+
+def test_line_separators_and_direction_marks_are_escaped_in_every_output() -> None:
+    from mcphost.activity.display import to_yaml
+    from mcphost.console import safe
+
+    marks = "\u2028\u2029\u202e\u2066\u061c\ufeff"
+    assert not any(mark in safe(f"a{marks}b") for mark in marks)
+    # PyYAML takes them for printable; a reader's terminal does not.
+    written = to_yaml({"reason": f"ok{marks}", "name": "naïve"})
+    assert not any(mark in written for mark in marks) and "\\u202E" in written
+    assert to_yaml({"name": "naïve"}) == "name: naïve\n"

@@ -855,3 +855,13 @@ def test_a_calls_start_record_is_a_copy_whose_warnings_are_its_own() -> None:
     assert (call.type, call.status, call.server) == ("tool_call", None, "probe")
     assert start.warnings == ["first", "only the start's"]
     assert call.warnings == ["first", "only the outcome's"]
+
+
+@pytest.mark.parametrize(
+    "glued",
+    ["MY_{}", "mcp__server__{}", "prefix_{}_suffix", "__{}"],
+)
+def test_a_credential_after_an_underscore_is_redacted(glued: str) -> None:
+    # `\b` sees no boundary between `_` and a letter: a token in an MCP tool's name or an env-style name was kept.
+    for token, kind in (("ghp_" + "a1B2" * 9, "github"), ("AKIAQWERTYUIOPASDFGH", "aws_access_key")):
+        assert redact_text(glued.format(token)) == glued.format(f"[REDACTED:{kind}]")
