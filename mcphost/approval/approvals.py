@@ -386,10 +386,10 @@ class Approvals:
         cannot take it (a full disk, its lock held by a stopped process). The person allowed the call all the same."""
         try:
             self.grants.add(grant)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: text no file can hold (a lone surrogate)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)[:200]
             warnings.append(
-                f"the approval was not remembered: {self.grants.path.name} cannot be written ({exc.strerror or exc}); "
-                "allowed once"
+                f"the approval was not remembered: {self.grants.path.name} cannot be written ({why}); allowed once"
             )
             return Remember.ONCE
         return remember

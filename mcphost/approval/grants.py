@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcphost.activity.record import utc_now
+from mcphost.activity.redact import valid_text
 from mcphost.activity.writer import LockHeld, flock_within
 from mcphost.approval.prompt import GrantInfo, GrantMatch
 from mcphost.config.state import read_state, state_path, write_state
@@ -72,6 +73,9 @@ def pattern_problem(pattern: Any) -> str | None:
             return "a pattern maps argument names to non-empty globs"
         if len(name) > 200 or len(glob) > 1000:
             return "a pattern's names and globs are at most 200 and 1000 characters"
+        if not valid_text(name) or not valid_text(glob):
+            # No state file could keep it: remembered anyway, it was in force and on record nowhere.
+            return 'a pattern\'s names and globs are text (not a lone UTF-16 surrogate such as "\\udfff")'
     return None
 
 
@@ -272,12 +276,15 @@ class GrantStore:
             self._refresh()
             yield
 
-    def _save_always(self) -> None:
+    def _save_always(self, grants: list[Grant]) -> None:
+        """Write `grants` as the remembered ones, then hold them: a list the file could not take is not kept, for a
+        grant in force must be one on record there."""
         state = read_state(self.path)
-        state["grants"] = [g.to_state() for g in self._always]
+        state["grants"] = [g.to_state() for g in grants]
         if not state["grants"]:
             del state["grants"]
         write_state(state, self.path)
+        self._always = grants
         self._signature = self._file_signature()
 
     # ---- what the broker and the channel use
@@ -305,8 +312,7 @@ class GrantStore:
             self._session = [g for g in self._session if g.id != grant.id] + [grant]
             return
         with self._locked():
-            self._always = [g for g in self._always if g.id != grant.id] + [grant]
-            self._save_always()
+            self._save_always([g for g in self._always if g.id != grant.id] + [grant])
 
     def remove(self, grants: list[Grant]) -> list[Grant]:
         ids = {g.id for g in grants}
@@ -317,8 +323,7 @@ class GrantStore:
                 removed += [g for g in self._always if g.id in ids]
                 kept = [g for g in self._always if g.id not in ids]
                 if len(kept) != len(self._always):
-                    self._always = kept
-                    self._save_always()
+                    self._save_always(kept)
         return removed
 
     def revoke(self, ids: list[str], tool: str | None = None, everything: bool = False) -> list[Grant]:

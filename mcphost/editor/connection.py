@@ -31,6 +31,7 @@ from mcphost import __version__
 from mcphost.activity.record import utc_now
 from mcphost.approval.broker import ApproverGone
 from mcphost.approval.prompt import PermissionBatch, PermissionBatchResult, PermissionRequest, PermissionResponse
+from mcphost.console import safe
 from mcphost.editor import protocol as p
 from mcphost.editor import wire
 from mcphost.pipes import READ_CHUNK
@@ -209,6 +210,9 @@ class EditorConnection(LanguageServer):
         if params.client_info is not None:
             # Shown in status and put in the record of every call it answers (decision.approver): a name, kept short.
             name = f"{params.client_info.name} {params.client_info.version or ''}".strip()
+            # As text a log line, a terminal and the state file can all take: no control character, no lone
+            # surrogate (a grant naming its approver so could not be saved, and was in force unsaved).
+            name = safe(name.encode("utf-8", "replace").decode("utf-8"))
             self.client_name = name if len(name) <= MAX_CLIENT_NAME else name[: MAX_CLIENT_NAME - 1] + "…"
         options = params.initialization_options
         if isinstance(options, dict):

@@ -165,3 +165,30 @@ async def test_destructive_always_is_kept_when_the_config_allows_it(sandbox: San
         assert len(ed.prompts) == 1
     (stored,) = state_grants(sandbox)
     assert (stored["tool"], stored["variant"]) == ("wipe_notes", "call_tool_destructive")
+
+
+async def test_an_approval_no_state_file_can_hold_is_never_in_force_unsaved(sandbox: Sandbox) -> None:
+    # A lone surrogate in the editor's name (the grant's approver) or in a pattern's glob: the state file's write
+    # failed, the call the person allowed failed with no decision on record, and the grant stayed in force, unsaved.
+    sandbox.write_config(sandbox.probe_server())
+
+    async def pattern_always(_request: dict[str, Any]) -> dict[str, Any]:
+        return {"decision": "allow", "remember": "always", "match": "pattern", "pattern": {"text": "[!\udfff]*"}}
+
+    async with daemon(sandbox) as d, http_agent(d.url, d.headers) as client:
+        async with editor(d.editor_socket, pattern_always) as patterned:
+            assert_ok(await call(client, "write", "plain_echo", {"text": "a"}))
+            first = last_call(sandbox)
+            assert_ok(await call(client, "write", "plain_echo", {"text": "b"}))
+        assert len(patterned.prompts) == 2  # the pattern was no grant: asked again
+        assert first["decision"]["by"] == "editor" and first["status"] == "success"
+        assert any("lone UTF-16 surrogate" in w for w in first["warnings"]), first["warnings"]
+        assert state_grants(sandbox) == []
+
+        async with editor(d.editor_socket, allow("always"), name="nvim-\udc80\x1b[2K") as named:
+            assert_ok(await call(client, "write", "plain_echo", {"text": "c"}))
+            assert_ok(await call(client, "write", "plain_echo", {"text": "d"}))
+        assert len(named.prompts) == 1
+        (stored,) = state_grants(sandbox)
+        assert stored["approver"].startswith("nvim-?\\x1b[2K")
+        assert last_call(sandbox)["decision"]["by"] == "remembered_grant"

@@ -231,3 +231,23 @@ def test_a_grant_of_a_kind_this_version_does_not_know_is_skipped_never_read_as_a
     assert Grant.from_state({**entry, "match": "pattern"}) is None  # no pattern
     assert Grant.from_state({**entry, "match": "arguments", "digest": "d"}) is None  # no salt
     assert Grant.from_state(entry) is not None
+
+
+def test_an_always_grant_the_state_file_cannot_take_is_not_held(tmp_path: Path) -> None:
+    # Held before it was written, a grant whose text no file could take (a lone surrogate) was in force unsaved:
+    # calls went through on it with nothing on disk to show or revoke.
+    store = GrantStore(tmp_path / "state.toml")
+    store.add(grant("always"))
+    unwritable = Grant(
+        scope="always", server="todo", tool="add", variant="call_tool_write", fingerprint=FP, approver="nvim-\udc80"
+    )
+    with pytest.raises(ValueError):
+        store.add(unwritable)
+    assert [g.approver for g in store.all()] == [None]
+    assert [g["tool"] for g in read_state(tmp_path / "state.toml")["grants"]] == ["add"]
+
+
+def test_a_pattern_of_no_text_is_no_grant() -> None:
+    assert pattern_problem({"text": "[!\udfff]*"}) is not None
+    assert pattern_problem({"\ud800": "*"}) is not None
+    assert pattern_problem({"text": "src/*"}) is None
