@@ -1,0 +1,67 @@
+"""What an editor's connection keeps: nothing of a notification once handled, nothing at all once it has closed."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import weakref
+from typing import Any
+
+from mcphost.editor.connection import EditorConnection
+
+
+class _Hub:
+    def __init__(self) -> None:
+        self.connections: dict[str, Any] = {}
+
+    def attach(self, connection: Any) -> None:
+        connection.attached = True
+
+    def detach(self, connection: Any) -> None:
+        self.connections.pop(connection.id, None)
+
+    def status_changed(self) -> None:
+        pass
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read(self, n: int) -> bytes:
+        await asyncio.sleep(0)
+        chunk, self.data = self.data[:n], self.data[n:]
+        return chunk
+
+
+class _Writer:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _framed(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+async def test_notifications_leave_nothing_behind_and_a_closed_connection_is_freed() -> None:
+    # pygls filed a future per notification whose handler is a generator ($/setTrace, didOpen) and never took it
+    # out: an editor grew the daemon by 1.8 KB per 70-byte message, for good (its protocol outlived it in a cache).
+    hub = _Hub()
+    connection = EditorConnection(hub, "socket")  # type: ignore[arg-type]
+    hub.connections[connection.id] = connection
+    notices = [
+        {"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}},
+        {"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": "file:///a"}}},
+    ]
+    await connection.serve(_Reader(b"".join(_framed(n) for n in notices) * 1000), _Writer())  # type: ignore[arg-type]
+    assert connection.closed and connection.protocol._request_futures == {}
+    alive = weakref.ref(connection)
+    protocol = weakref.ref(connection.protocol)
+    del connection, hub
+    gc.collect()
+    assert alive() is None and protocol() is None
