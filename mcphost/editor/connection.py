@@ -13,6 +13,7 @@ import functools
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -40,6 +41,42 @@ if TYPE_CHECKING:
     from mcphost.editor.hub import EditorHub
 
 logger = logging.getLogger(__name__)
+
+
+class _OneLineEach(logging.Filter):
+    """pygls' own log lines as the daemon shows them. It logs a client's mistake (params of the wrong shape, an id of
+    no use) with the whole traceback: an editor repeating one wrote hundreds of MB of log in seconds, and the writes
+    held the loop every agent's call waits on. One escaped line each, at most LOG_LINES_A_SECOND; what is dropped is
+    counted in the next line that goes out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = 0.0
+        self._lines = 0
+        self._dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self._second >= 1.0:
+            self._second, self._lines = now, 0
+        self._lines += 1
+        if self._lines > LOG_LINES_A_SECOND:
+            self._dropped += 1
+            return False
+        text = record.getMessage()
+        if record.exc_info is not None and record.exc_info[1] is not None:
+            text = f"{text} ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+        if self._dropped:
+            text, self._dropped = f"({self._dropped} lines like it dropped) {text}", 0
+        record.msg, record.args = safe(text, 600), None
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+LOG_LINES_A_SECOND = 20
+_PYGLS_LINES = _OneLineEach()
+for _name in ("pygls.protocol.json_rpc", "pygls.protocol.language_server", "pygls.feature_manager", "pygls.client"):
+    logging.getLogger(_name).addFilter(_PYGLS_LINES)
 
 # An editor that stops reading loses activity notifications past this much unsent output, never prompts.
 MAX_BUFFERED_NOTIFICATIONS = 8 * 1024 * 1024

@@ -8,6 +8,8 @@ import json
 import weakref
 from typing import Any
 
+import pytest
+
 from mcphost.editor.connection import EditorConnection
 
 
@@ -65,3 +67,27 @@ async def test_notifications_leave_nothing_behind_and_a_closed_connection_is_fre
     del connection, hub
     gc.collect()
     assert alive() is None and protocol() is None
+
+
+def test_pygls_logs_a_clients_mistake_in_one_escaped_line_and_not_without_bound(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Logged with its traceback, a flood of bad params wrote hundreds of MB of log and held the daemon's loop.
+    import logging
+
+    from mcphost.editor import connection
+
+    pygls_log = logging.getLogger("pygls.protocol.json_rpc")
+    assert any(isinstance(f, connection._OneLineEach) for f in pygls_log.filters)
+    monkeypatch.setattr(pygls_log, "filters", [connection._OneLineEach()])  # a second of its own
+    with caplog.at_level(logging.ERROR, logger="pygls.protocol.json_rpc"):
+        for n in range(connection.LOG_LINES_A_SECOND + 30):
+            try:
+                raise TypeError(f"bad params \x1b[2K{n}\nforged line")
+            except TypeError:
+                pygls_log.exception('Exception occurred for message "%s"', n)
+    lines = [r for r in caplog.records if r.name == "pygls.protocol.json_rpc"]
+    assert len(lines) == connection.LOG_LINES_A_SECOND
+    text = caplog.text
+    assert "Traceback" not in text and "\x1b" not in text and "\nforged" not in text
+    assert "TypeError: bad params \\x1b[2K0\\nforged line" in lines[0].getMessage()
