@@ -109,6 +109,8 @@ def _run(args: argparse.Namespace, read: list[HookRequest]) -> int:
         return 0
     try:
         verdict = decide(request.use, args.config)
+    except HookTooLarge as exc:
+        return _block(f"mcphost hook: {exc}; the call is blocked", request)
     except HookFailure as exc:
         return _block(f"mcphost hook: {exc}; the call is blocked", request, fault=True)
     return _answer(render(request, str(verdict.get("decision")), str(verdict.get("reason") or "")))
@@ -210,6 +212,12 @@ class HookFailure(Exception):
     """No decision can be made (the config cannot be read): the call is blocked."""
 
 
+class HookTooLarge(HookFailure):
+    """A daemon runs, and the payload is more than its channel carries: decided here instead, the daemon's editor
+    would never see the call (and the agent be told nobody was there to ask). Blocked, as a payload past what this
+    command reads is."""
+
+
 def decide(use: AgentToolUse, config: str | None) -> dict[str, Any]:
     """The verdict on `use`: the daemon's, else one made here."""
     verdict = through_daemon(use, config)
@@ -255,6 +263,12 @@ def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEM
     # Field by field: `asdict` copies the tool input deeply, which recursion ends at a few hundred levels.
     params = {field.name: getattr(use, field.name) for field in fields(use)}
     params["tool_input"] = dict(use.tool_input)
+    size = _sent_size(params)
+    if size > CHANNEL_ROOM:
+        raise HookTooLarge(
+            f"the call is {size / 2**20:.1f} MiB as the daemon would be sent it, more than the "
+            f"{CHANNEL_ROOM / 2**20:.0f} MiB its channel takes"
+        )
     try:
         result = ask(target, "mcphost hook", "mcphost/authorize", params, timeout=deadline)
     except discovery.NoDaemon as exc:
@@ -263,6 +277,16 @@ def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEM
     if not isinstance(result, dict) or result.get("decision") not in ("allow", "deny", "ask", "pass"):
         return None
     return result
+
+
+def _sent_size(params: dict[str, Any]) -> int:
+    """Bytes of `params` as JSON, at most: every character past ASCII and every control written escaped, as the
+    widest encoder writes them."""
+    return len(json.dumps(params, ensure_ascii=True, default=str))
+
+
+# What the editor channel takes in a message (wire.MAX_MESSAGE, 16 MiB), less room for the request around the params.
+CHANNEL_ROOM = 16 * 1024 * 1024 - 64 * 1024
 
 
 async def in_process(use: AgentToolUse, config: str | None) -> dict[str, Any]:

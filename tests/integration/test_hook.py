@@ -22,6 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from mcphost.cli import hook
 from mcphost.config.agent_settings import HOOK_TIMEOUT
+from mcphost.editor.wire import MAX_MESSAGE
 from mcphost.gateway.hooks import ON_RECORD
 from tests.editor_client import allow, deny, editor, never
 from tests.helpers import Sandbox, daemon, poll, text_of
@@ -518,3 +519,19 @@ async def test_the_permission_prompt_tool_asks_the_person_through_the_daemon(san
             result = await client.call_tool("approve", {"tool_name": "Edit", "input": {"file_path": "/a"}})
         assert json.loads(text_of(result)) == {"behavior": "allow", "updatedInput": {"file_path": "/a"}}
         assert [p["tool"] for p in ed.prompts] == ["Edit"]
+
+
+async def test_with_a_daemon_a_payload_its_channel_cannot_carry_is_blocked_on_record(sandbox: Sandbox) -> None:
+    # The daemon closed the channel at its message bound, and the hook decided from the config file instead: the
+    # person's editor never saw the call, and the agent was told nobody was attached to ask.
+    sandbox.write_config('[permissions]\nwrite = "allow"\n')
+    base = json.loads(payload("claude-code/pretooluse-bash.json", command="rm -rf ~"))
+    body = json.dumps({**base, "tool_input": {**base["tool_input"], "description": "p" * (17 * 2**20)}}).encode()
+    assert len(body) < 32 * 2**20  # read whole by the hook
+    async with daemon(sandbox):
+        result = await anyio.to_thread.run_sync(run_hook, sandbox, body)
+    assert result.returncode == 2 and b"MiB its channel takes" in result.stderr, result.stderr[-500:]
+    assert b"deciding from the config file" not in result.stderr
+    [record] = hook_records(sandbox)
+    assert (record["status"], record["error"]["code"]) == ("rejected", "INVALID_ARGS")
+    assert hook.CHANNEL_ROOM < MAX_MESSAGE
