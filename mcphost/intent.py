@@ -580,7 +580,19 @@ def classify_agent_tool(
     return AgentToolClass(OperationType(kind.value), f"{name} is a {kind.value} tool ({source})")
 
 
+# The longest shell command searched: each pattern reads a command at some 30 ns a character, on the daemon's loop
+# that every agent's call and editor shares (a 10 MB command held it for 5 s). What an agent runs in a shell is far
+# shorter; a file's worth of heredoc is a write the Write tool makes instead.
+MAX_SEARCHED_COMMAND = 128 * 1024
+
+
 def shell_command_class(command: str, table: AgentToolTable) -> AgentToolClass:
+    if len(command) > MAX_SEARCHED_COMMAND:
+        return AgentToolClass(
+            OperationType.DESTRUCTIVE,
+            f"the command is {len(command)} characters long, more than mcphost searches ({MAX_SEARCHED_COMMAND}): "
+            "what it does cannot be told, so it counts as destructive",
+        )
     destructive, read = table.compiled()
     unquoted = _GIT_GLOBALS.sub("git", _DEFAULTED.sub(r"\1", command).translate(_QUOTING))
     for pattern, compiled in destructive:

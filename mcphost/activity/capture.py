@@ -8,9 +8,7 @@ from typing import Any
 
 import orjson
 
-from mcphost.activity.redact import mended, redact, redact_head
-
-PREVIEW_MARGIN = 16384
+from mcphost.activity.redact import PREVIEW_MARGIN, mended, redact, redact_head
 
 
 def cut_utf8(text: str, limit: int) -> str:
@@ -61,6 +59,5 @@ def response_text(content: Iterable[Mapping[str, Any]], structured: Any) -> str:
 def capture_response(text: str, max_bytes: int) -> str | None:
     if max_bytes <= 0 or not text:
         return None
-    # Redact before cutting, so a secret that straddles the cut is still recognised; the margin bounds the cost
-    # on a huge answer and is longer than any credential format (a PEM block without its end counts as one).
+    # Redact before cutting, so a secret that straddles the cut is still recognised (PREVIEW_MARGIN bounds the cost).
     return cut_utf8(redact_head(text, max_bytes, max_bytes + PREVIEW_MARGIN), max_bytes)

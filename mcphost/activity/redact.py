@@ -62,7 +62,17 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_key", "left_alone", "redact", "redact_head", "redact_text", "scrub", "valid_text"]
+__all__ = [
+    "PREVIEW_MARGIN",
+    "REDACTED",
+    "is_secret_key",
+    "left_alone",
+    "redact",
+    "redact_head",
+    "redact_text",
+    "scrub",
+    "valid_text",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -666,10 +676,15 @@ def _redact_before(head: str, quotes_close: bool) -> str | None:
 # ---------------------------------------------------------------------------------------------- structures
 
 
+# How far past a preview's end its text is read for credentials: longer than any credential format (a PEM block
+# without its end counts as one), and a bound on the cost of a huge text (a 10 MB argument took 0.6 s, read whole).
+PREVIEW_MARGIN = 16384
+
+
 def _redact(value: Any, extra: frozenset[str], head: int | None) -> Any:
     if isinstance(value, str):
         if head is not None and len(value) > head + _HEAD_SLACK:
-            return redact_head(value, head)
+            return redact_head(value, head, head + PREVIEW_MARGIN)
         return redact_text(value)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}

@@ -10,6 +10,7 @@ import pytest
 
 from mcphost.intent import (
     BUILTIN_DESTRUCTIVE_COMMANDS,
+    MAX_SEARCHED_COMMAND,
     REGEX_SECONDS,
     AgentToolTable,
     CommandPattern,
@@ -279,17 +280,25 @@ def test_only_a_pattern_that_is_a_word_then_the_rest_of_its_command_is_searched_
     )
 
 
-def test_a_megabyte_command_of_repeated_command_words_is_judged_in_linear_time() -> None:
+def test_the_longest_command_searched_of_repeated_command_words_is_judged_in_linear_time() -> None:
     # Each `git reset ` read the rest of the line with `search`: minutes a megabyte, on the daemon's loop. A hang
     # detector, not a timing (run apart so that a hang can be stopped).
     script = (
-        "from mcphost.intent import AgentToolTable, OperationType, shell_command_class\n"
+        "from mcphost.intent import AgentToolTable, MAX_SEARCHED_COMMAND, OperationType, shell_command_class\n"
         "table = AgentToolTable()\n"
         "for word in ('git reset ', 'find . ', 'terraform apply ', 'git -C . ', 'git -c ', 'kubectl -n x '):\n"
-        "    assert shell_command_class(word * 200_000, table).operation is not OperationType.DESTRUCTIVE\n"
-        "assert shell_command_class('git restore ' * 200_000 + '--staged', table).operation is OperationType.WRITE\n"
+        "    command = word * (MAX_SEARCHED_COMMAND // len(word))\n"
+        "    assert shell_command_class(command, table).operation is not OperationType.DESTRUCTIVE\n"
+        "command = 'git restore ' * (MAX_SEARCHED_COMMAND // 12 - 1) + '--staged'\n"
+        "assert shell_command_class(command, table).operation is OperationType.WRITE\n"
     )
     runs_in_linear_time(script)
+
+
+def test_a_command_longer_than_is_searched_is_destructive_saying_why() -> None:
+    # Searched, a 10 MB command held the daemon's loop for seconds: what is past the bound is not read at all.
+    judged = shell_command_class("ls " + "a" * MAX_SEARCHED_COMMAND, TABLE)
+    assert judged.operation is D and "more than mcphost searches" in judged.because
 
 
 def test_an_mcp_tools_double_underscore_name_is_read_as_its_regular_expression_reads_it() -> None:
