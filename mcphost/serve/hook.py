@@ -75,7 +75,9 @@ def parse_payload(raw: bytes, agent: str | None = None) -> HookRequest:
     if not isinstance(payload, dict):
         raise HookInputError("the hook payload is not a JSON object")
     dialect = agent or detect_dialect(payload)
-    camel = "toolName" in payload or "toolArgs" in payload
+    # Copilot CLI's own format is read, and answered, only from Copilot CLI: under `--agent claude-code` it was
+    # answered in keys Claude Code does not read, a deny taken for no decision. From another agent it names no tool.
+    camel = dialect == "copilot-cli" and ("toolName" in payload or "toolArgs" in payload)
     if camel:
         name, tool_input = payload.get("toolName"), payload.get("toolArgs", {})
         if isinstance(tool_input, str):  # older Copilot CLI releases send the arguments as a JSON string
@@ -122,7 +124,7 @@ def as_far_as_read(raw: bytes | None, agent: str | None) -> HookRequest | None:
     dialect = agent or (detect_dialect(fields) if fields else None)
     if dialect is None:
         return None
-    camel = "toolName" in fields or "toolArgs" in fields or (dialect == "copilot-cli" and "tool_name" not in fields)
+    camel = dialect == "copilot-cli" and ("toolName" in fields or "toolArgs" in fields or "tool_name" not in fields)
     try:
         event = _event_of(fields, camel)
     except HookInputError:

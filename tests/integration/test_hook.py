@@ -535,3 +535,15 @@ async def test_with_a_daemon_a_payload_its_channel_cannot_carry_is_blocked_on_re
     [record] = hook_records(sandbox)
     assert (record["status"], record["error"]["code"]) == ("rejected", "INVALID_ARGS")
     assert hook.CHANNEL_ROOM < MAX_MESSAGE
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "vscode", "codex"])
+def test_copilots_own_format_from_another_agent_is_blocked_in_that_agents_words(sandbox: Sandbox, agent: str) -> None:
+    # Read as Copilot CLI's and answered in its top-level keys, which the named agent does not read: a deny was
+    # taken for no decision, and the call went on.
+    sandbox.write_config('[permissions]\ndestructive = "deny"\n')
+    body = json.dumps({"hookEventName": "PreToolUse", "toolName": "Bash", "toolArgs": {"command": "rm -rf ~"}})
+    result = run_hook(sandbox, body.encode(), "--agent", agent)
+    assert result.returncode == 2 and b"names no tool" in result.stderr, result
+    [record] = hook_records(sandbox)
+    assert record["status"] == "rejected"
