@@ -183,6 +183,14 @@ class _Protocol(LanguageServerProtocol):
         if self._request_futures.get(msg_id) is future:  # not a later request's under a reused id
             del self._request_futures[msg_id]
 
+    def handle_message(self, message: Any) -> None:
+        if self._shutdown and isinstance(message, JsonRPCRequestMessage) and message.method != lsp.EXIT:
+            # pygls drops a request after `shutdown` unanswered, and its client waits for good: LSP answers it.
+            error = lsp.ResponseError(code=lsp.ErrorCodes.InvalidRequest, message="the server is shutting down")
+            self._send_response(message.id, None, error)
+            return
+        super().handle_message(message)
+
     def _send_response(self, msg_id: Any, result: Any = None, error: lsp.ResponseError | None = None) -> None:
         # Every error answer pygls makes passes here: a handler that raised had its traceback sent in `data`.
         super()._send_response(msg_id, result, None if error is None else wire.client_safe(error))

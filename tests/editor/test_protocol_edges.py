@@ -202,3 +202,14 @@ async def test_documents_an_editor_opens_are_not_kept(shared: Daemon) -> None:
         assert "result" in await client.response_to(1)
     grown = resident_bytes(shared.process.pid) - before
     assert grown < 40 << 20, f"the daemon grew by {grown >> 20} MiB for 80 MiB of documents"
+
+
+async def test_a_request_after_shutdown_is_answered_that_the_server_is_shutting_down(shared: Daemon) -> None:
+    # pygls dropped it unanswered, and its client waited for good; LSP answers it with InvalidRequest.
+    async with raw(shared) as client:
+        client.send({"id": 1, "method": "shutdown"})
+        assert (await client.response_to(1)).get("result") is None
+        client.send({"id": 2, "method": "mcphost/status"})
+        async with asyncio.timeout(10):
+            answer = await client.response_to(2)
+    assert answer["error"]["code"] == -32600 and "shutting down" in answer["error"]["message"]
