@@ -635,6 +635,11 @@ def non_finite_at(value: Any, where: str = "") -> tuple[str, float] | None:
     return None
 
 
+def json_spelling(number: float) -> str:
+    """How JSON-like text writes NaN or an infinity (`NaN`, `Infinity`, `-Infinity`), to name the one found."""
+    return "NaN" if number != number else ("Infinity" if number > 0 else "-Infinity")
+
+
 def holds_non_finite(value: Any) -> bool:
     return non_finite_at(value) is not None
 

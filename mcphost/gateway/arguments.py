@@ -15,7 +15,7 @@ from mcphost.activity.reader import opening_brackets
 from mcphost.activity.redact import valid_text
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.intent import FLAT_INTENT_KEYS, ToolVariant
-from mcphost.pipes import encoded, non_finite_at
+from mcphost.pipes import encoded, json_spelling, non_finite_at
 
 CALL_KEYS = frozenset({"name", "args", "args_json", "intent", *FLAT_INTENT_KEYS})
 # Deeper than any tool's arguments need; past it the JSON libraries on the way (ours, the upstream's) recurse into
@@ -85,10 +85,11 @@ def _non_finite(path: str, number: float, variant: ToolVariant) -> GatewayError:
     """NaN and the infinities, which Python's JSON readers (the SDK's among them) take from text that is no JSON, and
     which no JSON can carry on: written, each became null, so the upstream was handed, and the record kept, a value
     the agent never sent."""
+    spelled = json_spelling(number)
     if number != number:
-        said = "NaN, which is no JSON value"
+        said = f"{spelled}, which is no JSON value"
     else:
-        said = f"{'' if number > 0 else '-'}Infinity (or a number past 1.8e308, read as it), which is no JSON value"
+        said = f"{spelled} (or a number past 1.8e308, read as it), which is no JSON value"
     return GatewayError(
         ErrorCode.INVALID_ARGS,
         f"{_short(path)} is {said}: send a finite number, or the value as a string",

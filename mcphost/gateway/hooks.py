@@ -29,7 +29,7 @@ from mcphost.activity.record import (
     new_record_id,
     utc_now,
 )
-from mcphost.activity.redact import redact_text, valid_text
+from mcphost.activity.redact import PREVIEW_MARGIN, redact_head, valid_text
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, Authorization, CallFacts
 from mcphost.config import LoadedConfig, effective_annotations
@@ -317,15 +317,10 @@ def _agent_reason(tool_input: Mapping[str, Any]) -> str | None:
     for key in ("description", "explanation", "goal"):
         value = tool_input.get(key)
         if isinstance(value, str) and value.strip():
-            # Redacted before it is cut: a credential the cut went through would keep its start, no format to
-            # know it by. Redacted to some way past the cut only, for a megabyte's reason.
-            return redact_text(value[: MAX_REASON_LENGTH + _REASON_READ_PAST])[:MAX_REASON_LENGTH]
+            # Redacted before it is cut, as an answer's preview is: a credential the cut went through would keep its
+            # start, no format to know it by.
+            return redact_head(value, MAX_REASON_LENGTH, MAX_REASON_LENGTH + PREVIEW_MARGIN)[:MAX_REASON_LENGTH]
     return None
-
-
-# How far past the reason's cut it is redacted: past the end of any credential that starts before the cut (a PEM
-# private key's block runs to some 3 KB).
-_REASON_READ_PAST = 8192
 
 
 def _ms_since(started: float) -> float:

@@ -36,12 +36,12 @@ from mcphost import __version__
 from mcphost.activity.reader import NonFinite, looked_over, nests_deeper, opening_brackets
 from mcphost.config.models import ServerConfig
 from mcphost.console import safe
-from mcphost.pipes import encoded, json_size, non_finite_at
+from mcphost.pipes import encoded, json_size, json_spelling, non_finite_at
 from mcphost.upstream.era import HandshakeFirstClient
 from mcphost.upstream.guard import DROPPED_META, Guard, MessageTooLarge, too_large
 from mcphost.upstream.screening import SHOWN_NAME_CHARS, Dropped, tool_problem
 from mcphost.upstream.spawn import EarlyStarts, Launch, own_env
-from mcphost.upstream.stdio import LaneClosed, NotJsonRpc, RawLane, stdio_transport
+from mcphost.upstream.stdio import LaneClosed, NotJsonRpc, RawLane, non_finite_answer, stdio_transport
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ class ToolResult:
         NonFinite where it holds NaN or an infinity (pydantic's reader takes them, its writer makes each a null)."""
         found = _non_finite_in(model)
         if found is not None:
-            raise NonFinite(f"{_spelled(found[1])} (at {found[0]})")
+            raise NonFinite(f"{json_spelling(found[1])} (at {found[0]})")
         try:
             data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
         except ValueError as exc:
@@ -238,10 +238,6 @@ def _non_finite_in(model: types.CallToolResult) -> tuple[str, float] | None:
         resource = getattr(block, "resource", None)
         found = found or non_finite_at(getattr(resource, "meta", None), f"content[{index}].resource._meta")
     return found
-
-
-def _spelled(number: float) -> str:
-    return "NaN" if math.isnan(number) else ("-Infinity" if number < 0 else "Infinity")
 
 
 def too_deep(data: Any) -> bool:
@@ -716,7 +712,7 @@ class UpstreamServer:
         except TooDeep:
             raise _too_deep(self.name) from None
         except NonFinite as exc:
-            raise UpstreamCallFailed(self.name, f"the answer holds {exc}, a number JSON cannot carry") from None
+            raise UpstreamCallFailed(self.name, non_finite_answer(str(exc))) from None
         except TimeoutError:
             raise UpstreamCallFailed(
                 self.name, f"no answer within call_timeout ({self.config.call_timeout:g}s)"

@@ -119,6 +119,15 @@ def parse_line(line: bytes) -> SessionMessage | Exception:
         return NotJsonRpc(str(exc))
 
 
+TOO_DEEP_TO_READ = "the answer nests too deep to read (past Python's limit)"
+
+
+def non_finite_answer(number: str) -> str:
+    """Why an answer holding NaN or an infinity (`number`, as written) is refused: read, each would reach the agent
+    as a null the server never sent."""
+    return f"the answer holds {number}, a number JSON cannot carry"
+
+
 # A response nesting this deep or deeper may be one pydantic's parser refused for its depth alone.
 _DEEP = 65
 
@@ -136,7 +145,7 @@ def _response_as_read(line: bytes) -> SessionMessage | None:
         kind, request_id = envelope(line[:_ENDS], line[-_ENDS:].rstrip())
         if kind != "response" or request_id is None or not isinstance(exc, RecursionError):
             return None
-        failed = types.ErrorData(code=PARSE_ERROR, message="the answer nests too deep to read (past Python's limit)")
+        failed = types.ErrorData(code=PARSE_ERROR, message=TOO_DEEP_TO_READ)
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=failed))
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("result"), dict):
         return None
@@ -264,9 +273,9 @@ class RawLane:
             # NaN and the infinities are no JSON: read, each would reach the agent as a null it was never sent.
             message = loads_exact(line, finite=True)
         except NonFinite as exc:
-            message = self._unreadable(line, f"the answer holds {exc}, a number JSON cannot carry")
+            message = self._unreadable(line, non_finite_answer(str(exc)))
         except RecursionError:
-            message = self._unreadable(line, "the answer nests too deep to read (past Python's limit)")
+            message = self._unreadable(line, TOO_DEEP_TO_READ)
         except ValueError:
             message = self._unreadable(line, "the answer is not valid JSON")
         if message is None:
