@@ -530,6 +530,11 @@ class AgentToolClass:
 
     operation: OperationType | None
     because: str  # for the record and the person: which table entry or pattern said so
+    # A shell tool's: the part of its input that says what runs (`{"command": ...}`), all a remembered allow may be
+    # keyed on (its `description` says nothing of what runs), and whether it is one plain command, with no operator
+    # or expansion a pattern's glob could reach past (`npm test*` must not cover `npm test; curl ... | sh`).
+    runs: dict[str, Any] | None = None
+    plain: bool = False
 
 
 def mcp_tool_name(name: str, servers: Iterable[str] = ()) -> tuple[str, str] | None:
@@ -576,7 +581,13 @@ def classify_agent_tool(
             return AgentToolClass(OperationType.DESTRUCTIVE, "the patch deletes a file")
         return AgentToolClass(OperationType.WRITE, f"{name} edits files ({source})")
     if kind is AgentToolKind.SHELL:
-        return shell_command_class(_first_text(tool_input, ("command", "cmd", "script")), table)
+        key = _first_key(tool_input, _COMMAND_KEYS)
+        judged = shell_command_class(_first_text(tool_input, _COMMAND_KEYS), table)
+        # No command where one is looked for: the whole input is what runs, for all anyone can tell.
+        runs = {key: tool_input[key]} if key is not None else dict(tool_input)
+        given = runs.get(key) if key is not None else None
+        plain = isinstance(given, str) and len(given) <= MAX_SEARCHED_COMMAND and _shell_words(given) is not None
+        return AgentToolClass(judged.operation, judged.because, runs, plain)
     return AgentToolClass(OperationType(kind.value), f"{name} is a {kind.value} tool ({source})")
 
 
@@ -635,14 +646,24 @@ def _shell_words(command: str) -> str | None:
         return None
 
 
-def _first_text(tool_input: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+_COMMAND_KEYS = ("command", "cmd", "script")
+
+
+def _first_key(tool_input: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The first of `keys` holding text, or an argv (a list of texts)."""
     for key in keys:
         value = tool_input.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):  # argv form
-            return " ".join(value)
-    return ""
+        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return key
+    return None
+
+
+def _first_text(tool_input: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    key = _first_key(tool_input, keys)
+    if key is None:
+        return ""
+    value = tool_input[key]
+    return value if isinstance(value, str) else " ".join(value)  # argv form
 
 
 @dataclass(frozen=True, slots=True)

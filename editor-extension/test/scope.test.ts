@@ -72,6 +72,15 @@ describe('the scope question', () => {
     assert.ok(!needsScope(request(), { decision: 'allow', remember: 'always' }));
   });
 
+  it('asks what a shell command covers, and offers no tool-wide choice, when the daemon lists none', () => {
+    const shell = scoped({ server: 'claude-code', tool: 'Bash', arguments: { command: 'npm test' }, match_options: ['arguments', 'pattern'], suggested_pattern: { command: 'npm test' } });
+    assert.ok(needsScope(shell, { decision: 'allow', remember: 'always' }));
+    assert.deepEqual(scopeChoices(shell, 'always').map((c) => c.match), ['arguments', 'pattern']);
+    const argv = scoped({ arguments: { command: ['sh', '-c', 'make'] }, match_options: ['arguments'], suggested_pattern: null });
+    assert.ok(needsScope(argv, { decision: 'allow', remember: 'session' }));
+    assert.deepEqual(scopeChoices(argv, 'session').map((c) => c.match), ['arguments']);
+  });
+
   it('offers the choices the daemon lists, each saying what it covers', () => {
     const choices = scopeChoices(scoped(), 'always');
     assert.deepEqual(

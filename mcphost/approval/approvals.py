@@ -109,6 +109,11 @@ class CallFacts:
     warnings: list[str] = field(default_factory=list)
     session_id: str | None = None
     client: str | None = None
+    # What a remembered allow may cover (None: anything `match_options` offers). A shell command's is never the tool
+    # with any arguments: that would be any command at all judged a write, and all a shell can do is one.
+    grant_matches: frozenset[GrantMatch] | None = None
+    # What rules look at, when it is more than `arguments` (a shell tool's whole input; its command is shown).
+    rule_arguments: dict[str, Any] | None = None
 
     @property
     def qualified(self) -> str:
@@ -152,7 +157,13 @@ class Approvals:
         # The stricter of what the agent declared and what the server says: a tool the server does not mark
         # read-only is no read, whichever variant it is called through (strict validation aside, which rejects).
         governing = stricter_variant(facts.variant, VARIANTS_BY_VALUE[facts.call_with])
-        subject = RuleSubject(governing, facts.server, facts.tool, facts.client, facts.arguments)
+        subject = RuleSubject(
+            governing,
+            facts.server,
+            facts.tool,
+            facts.client,
+            facts.arguments if facts.rule_arguments is None else facts.rule_arguments,
+        )
         verdict = decide(policy, subject, loaded.config.compiled_rules, self.resolve_path)
         key = verdict.rule
         details: dict[str, Any] = {
@@ -208,12 +219,24 @@ class Approvals:
         warnings: list[str] = escalated
         fingerprint = facts.fingerprint
         found = self.grants.lookup(
-            facts.session_id, facts.server, facts.tool, facts.variant.value, fingerprint, facts.arguments
+            facts.session_id,
+            facts.server,
+            facts.tool,
+            facts.variant.value,
+            fingerprint,
+            facts.arguments,
+            facts.grant_matches,
         )
         for stale in found.stale:
             warnings.append(
                 f"a remembered approval ({stale.scope}) for {facts.qualified} was dropped: the tool's definition or "
                 "annotations changed since it was given"
+            )
+        for wide in found.too_wide:
+            warnings.append(
+                f"a remembered approval ({wide.scope}, {wide.id}) for {facts.qualified} with any arguments does not "
+                "cover this call: a shell command is remembered by its command (exactly, or a pattern on a plain "
+                f"command); `mcphost grants revoke {wide.id}` removes it"
             )
         if found.grant is not None:
             grant = found.grant
@@ -240,6 +263,7 @@ class Approvals:
         options = remember_options(policy, governing, has_session)
         # A person is shown the arguments whatever the log keeps of them ([log] arguments_max_bytes may be 0).
         shown, preview = capture_arguments(facts.arguments, PROMPT_ARGUMENTS_MAX_BYTES, facts.redact_keys)
+        offered = match_options(options, facts.arguments, facts.grant_matches)
         request = PermissionRequest(
             id=uuid.uuid4().hex[:16],
             variant=facts.variant.value,
@@ -259,8 +283,8 @@ class Approvals:
             client=facts.client,
             rule=verdict.rule,
             rule_reason=verdict.reason,
-            match_options=match_options(options, facts.arguments),
-            suggested_pattern=suggest_pattern(facts.arguments, shown),
+            match_options=offered,
+            suggested_pattern=suggest_pattern(facts.arguments, shown) if GrantMatch.PATTERN in offered else None,
         )
         # Everything the agent or the server chose (its reason, names, warnings quoting them) is redacted for the
         # person's screen as it is for the disk: a prompt is no way around the log's promise.
@@ -286,7 +310,9 @@ class Approvals:
         result = await self.broker.request(request, expires_in=policy.prompt_timeout, batch_window=policy.batch_window)
         if result.outcome is Outcome.ANSWERED:
             self._annotation_changes.pop(facts.qualified, None)
-            return self._answered(result, facts, options, verdict.action, verdict.rule, verdict.reason, warnings)
+            return self._answered(
+                result, facts, options, offered, verdict.action, verdict.rule, verdict.reason, warnings
+            )
         if result.outcome is Outcome.TIMEOUT:
             return Authorization(
                 decision(DecidedBy.TIMEOUT, "expired", wait_ms=result.wait_ms),
@@ -310,6 +336,7 @@ class Approvals:
         result: BrokerResult,
         facts: CallFacts,
         options: list[Remember],
+        offered: list[GrantMatch],
         action: Action,
         rule: str,
         reason: str | None,
@@ -359,7 +386,7 @@ class Approvals:
             )
         match = GrantMatch.TOOL
         if remember is not Remember.ONCE:
-            narrowed = narrow_grant(response, facts)
+            narrowed = narrow_grant(response, facts, offered)
             if isinstance(narrowed, str):
                 warnings.append(f"the approval was not remembered: {narrowed}; allowed once")
                 remember = Remember.ONCE
@@ -470,9 +497,11 @@ class Approvals:
         )
 
 
-def match_options(remember: list[Remember], arguments: dict[str, Any]) -> list[GrantMatch]:
-    """What a remembered allow may be narrowed to: nothing when nothing can be remembered; a pattern only where
-    there is a string argument to put a glob on."""
+def match_options(
+    remember: list[Remember], arguments: dict[str, Any], allowed: frozenset[GrantMatch] | None = None
+) -> list[GrantMatch]:
+    """What a remembered allow may be narrowed to, of what is `allowed`: nothing when nothing can be remembered; a
+    pattern only where there is a string argument to put a glob on."""
     if all(r is Remember.ONCE for r in remember):
         return []
     options = [GrantMatch.TOOL]
@@ -480,7 +509,7 @@ def match_options(remember: list[Remember], arguments: dict[str, Any]) -> list[G
         options.append(GrantMatch.ARGUMENTS)
     if any(isinstance(v, str) for v in arguments.values()):
         options.append(GrantMatch.PATTERN)
-    return options
+    return options if allowed is None else [match for match in options if match in allowed]
 
 
 def _glob_literal(text: str) -> str:
@@ -504,11 +533,17 @@ def suggest_pattern(arguments: dict[str, Any], shown: dict[str, Any] | None) -> 
     return pattern or None
 
 
-def narrow_grant(response: PermissionResponse, facts: CallFacts) -> dict[str, Any] | str:
+def narrow_grant(response: PermissionResponse, facts: CallFacts, offered: list[GrantMatch]) -> dict[str, Any] | str:
     """The Grant fields that narrow a remembered allow to what the person picked, or why it cannot be remembered:
-    a pattern must be well formed and match this very call (else the person confirmed something other than what
-    they saw)."""
+    it must be one the prompt offered (a client may answer anything), and a pattern must be well formed and match
+    this very call (else the person confirmed something other than what they saw)."""
     match = response.match
+    if match not in offered:
+        words = {GrantMatch.TOOL: "any arguments", GrantMatch.ARGUMENTS: "exact arguments"}
+        return (
+            f"it was answered for {words.get(match, 'a pattern')}, which this call was not offered (offered: "
+            f"{', '.join(m.value for m in offered) or 'nothing'})"
+        )
     if match is GrantMatch.PATTERN:
         problem = pattern_problem(response.pattern)
         if problem is not None:

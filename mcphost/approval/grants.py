@@ -209,6 +209,9 @@ class Grant:
 class Lookup:
     grant: Grant | None  # the grant that lets the call through
     stale: list[Grant]  # grants for this call whose tool changed since; the caller drops them
+    # Grants for this tool wider than this call may be covered by (a tool-wide one, for a shell command): kept, and
+    # not used.
+    too_wide: list[Grant] = field(default_factory=list)
 
 
 def find_grant(
@@ -219,21 +222,26 @@ def find_grant(
     variant: str,
     fp: str,
     arguments: dict[str, Any] | None = None,
+    matches: frozenset[GrantMatch] | None = None,
 ) -> Lookup:
     """Pure: the grant covering this call, preferring a session grant, and the stale ones in the way (a grant for
-    this tool whose definition changed is stale whatever arguments it covers)."""
+    this tool whose definition changed is stale whatever arguments it covers). `matches`: the kinds of grant that
+    may cover this call (None: any)."""
     found: Grant | None = None
     stale: list[Grant] = []
+    too_wide: list[Grant] = []
     for grant in grants:
         if not grant.covers(session_id, server, tool, variant):
             continue
         if grant.fingerprint != fp:
             stale.append(grant)
+        elif matches is not None and grant.match not in matches:
+            too_wide.append(grant)
         elif not grant.covers_arguments(arguments or {}):
             continue
         elif found is None or (found.scope == "always" and grant.scope == "session"):
             found = grant
-    return Lookup(found, stale)
+    return Lookup(found, stale, too_wide)
 
 
 def select(grants: list[Grant], ids: list[str], tool: str | None, everything: bool) -> list[Grant]:
@@ -301,8 +309,9 @@ class GrantStore:
         variant: str,
         fp: str,
         arguments: dict[str, Any] | None = None,
+        matches: frozenset[GrantMatch] | None = None,
     ) -> Lookup:
-        found = find_grant(self.all(), session_id, server, tool, variant, fp, arguments)
+        found = find_grant(self.all(), session_id, server, tool, variant, fp, arguments, matches)
         if found.stale:
             self.remove(found.stale)
         return found

@@ -187,6 +187,12 @@ def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | 
         return f"A session grant would end with this one-shot `mcphost call`: {_expected(request)}"
     if scope not in options:
         return f"This call cannot be remembered as '{scope.value}' (allowed here: {offered}). {_expected(request)}"
+    offers = request.match_options
+    if not narrowing and scope is not Remember.ONCE and offers and GrantMatch.TOOL not in offers:
+        return (
+            f"This call is remembered only for its exact arguments or a pattern, not for any arguments (a shell "
+            f"command's allow names its command): add {_narrowings(request)} after the scope."
+        )
     if not narrowing:
         return PermissionResponse(decision=Answer.ALLOW, remember=scope)
     if scope is Remember.ONCE:
@@ -270,17 +276,25 @@ def _narrowing_hint(request: PermissionRequest, style: Style) -> str | None:
     offered = set(request.match_options)
     if not offered - {GrantMatch.TOOL} or not any(r is not Remember.ONCE for r in _options(request)):
         return None
-    ways = []
-    if GrantMatch.ARGUMENTS in offered:
-        ways.append("`exact` (these argument values only)")
-    if GrantMatch.PATTERN in offered:
-        example = " ".join(shlex.quote(f"{k}={v}") for k, v in (request.suggested_pattern or {}).items())
-        example = example or "name=glob"
-        ways.append(f"name=glob pairs ({_text(example, style, 80)})")
     longest = _options(request)[-1]
     scope = f"yes {longest.value}" if needs_typed_confirmation(request) else _LETTERS[longest]
     example = "exact" if GrantMatch.ARGUMENTS in offered else "name=glob"
-    return f"a remembered allow covers any arguments; after the scope add {' or '.join(ways)}: `{scope} {example}`"
+    ways = _narrowings(request, style)
+    if GrantMatch.TOOL not in offered:
+        return f"a remembered allow names what it covers: after the scope add {ways}: `{scope} {example}`"
+    return f"a remembered allow covers any arguments; after the scope add {ways}: `{scope} {example}`"
+
+
+def _narrowings(request: PermissionRequest, style: Style | None = None) -> str:
+    """The narrowings this call offers, in words: `exact` and name=glob pairs."""
+    ways = []
+    if GrantMatch.ARGUMENTS in request.match_options:
+        ways.append("`exact` (these argument values only)")
+    if GrantMatch.PATTERN in request.match_options:
+        example = " ".join(shlex.quote(f"{k}={v}") for k, v in (request.suggested_pattern or {}).items())
+        example = example or "name=glob"
+        ways.append(f"name=glob pairs ({_text(example, style, 80) if style else safe(example, 80)})")
+    return " or ".join(ways)
 
 
 def _expected(request: PermissionRequest) -> str:

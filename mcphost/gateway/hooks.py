@@ -32,6 +32,7 @@ from mcphost.activity.record import (
 from mcphost.activity.redact import PREVIEW_MARGIN, redact_head, valid_text
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, Authorization, CallFacts
+from mcphost.approval.prompt import GrantMatch
 from mcphost.config import LoadedConfig, effective_annotations
 from mcphost.errors import ErrorCode, GatewayError
 from mcphost.gateway.arguments import check_input
@@ -57,6 +58,12 @@ MAX_HOOK_FIELD_CHARS = 4096
 ALLOWED_MEMORY_S = 120.0
 # The MCP annotations of a tool mcphost fronts, as its upstream gives them now (None: not known).
 FindAnnotations = Callable[[str, str], Mapping[str, Any] | None]
+
+# What a remembered allow of a shell command may cover, by whether it is one plain command.
+_SHELL_GRANTS = {
+    True: frozenset({GrantMatch.ARGUMENTS, GrantMatch.PATTERN}),
+    False: frozenset({GrantMatch.ARGUMENTS}),
+}
 
 # The note on an exception whose call is already on record (see `AgentToolGate.decide`).
 ON_RECORD = "mcphost: this failure is on record"
@@ -177,7 +184,11 @@ class AgentToolGate:
             # What grants are bound to: the agent's tool as it is named, and how it was judged.
             description=f"{use.agent} tool {use.tool_name}",
             input_schema={},
-            arguments=arguments,
+            # A shell tool's command is what the person is shown and what a remembered allow is keyed on: never the
+            # tool with any arguments, a pattern only on a plain command (`AgentToolClass.runs`).
+            arguments=arguments if judged.runs is None else dict(judged.runs),
+            grant_matches=None if judged.runs is None else _SHELL_GRANTS[judged.plain],
+            rule_arguments=None if judged.runs is None else arguments,
             redact_keys=log.redact_keys,
             warnings=[f"{AGENT_LABELS.get(use.agent, use.agent)} asks through its {use.event} hook: {judged.because}"],
             session_id=session,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from typing import Any
 
 import pytest
 
@@ -316,3 +317,26 @@ def test_a_megabyte_tool_name_is_read_in_linear_time() -> None:
         "from mcphost.intent import mcp_tool_name\nassert mcp_tool_name('mcp__' + '__a' * 400_000 + '\\nx') is None\n"
     )
     runs_in_linear_time(script)
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "runs", "plain"),
+    [
+        ({"command": "npm test", "description": "tests"}, {"command": "npm test"}, True),
+        ({"command": "git commit -m 'a b'"}, {"command": "git commit -m 'a b'"}, True),
+        ({"command": "npm test; sh x"}, {"command": "npm test; sh x"}, False),
+        ({"command": "echo $HOME"}, {"command": "echo $HOME"}, False),
+        ({"command": "echo 'open"}, {"command": "echo 'open"}, False),
+        ({"command": "a" * (MAX_SEARCHED_COMMAND + 1)}, {"command": "a" * (MAX_SEARCHED_COMMAND + 1)}, False),
+        # What is classified is what a grant is keyed on: the first key holding a command, not the first key.
+        ({"command": 5, "cmd": "rm -rf ~"}, {"cmd": "rm -rf ~"}, True),
+        ({"cmd": ["sh", "-c", "make"], "workdir": "/src"}, {"cmd": ["sh", "-c", "make"]}, False),
+        ({"description": "no command"}, {"description": "no command"}, False),
+    ],
+)
+def test_a_shell_tool_names_what_runs_and_whether_it_is_one_plain_command(
+    tool_input: dict[str, Any], runs: dict[str, Any], plain: bool
+) -> None:
+    judged = classify_agent_tool("Bash", tool_input, TABLE)
+    assert (judged.runs, judged.plain) == (runs, plain)
+    assert classify_agent_tool("Edit", tool_input, TABLE).runs is None

@@ -303,3 +303,22 @@ def test_a_destructive_call_is_narrowed_after_its_typed_confirmation_and_only_as
     assert isinstance(refused, str) and "no text argument" in refused
     assert "`yes session exact`" in render_prompt(req, PLAIN, now=NOW)
     assert "narrow" not in render_prompt(request(match_options=["tool"]), PLAIN, now=NOW)
+
+
+def test_a_call_offered_no_grant_for_any_arguments_must_be_narrowed_to_be_remembered() -> None:
+    # What the daemon offers for an agent's shell command: its command exactly, or a pattern on it.
+    req = request(
+        server="claude-code",
+        tool="Bash",
+        arguments={"command": "npm test"},
+        match_options=["arguments", "pattern"],
+        suggested_pattern={"command": "npm test"},
+    )
+    refused = parse_answer(req, "a")
+    assert isinstance(refused, str) and "`exact`" in refused and "command=" in refused and "not for any" in refused
+    assert parse_answer(req, "a exact") == PermissionResponse(
+        decision=Answer.ALLOW, remember=Remember.ALWAYS, match=GrantMatch.ARGUMENTS
+    )
+    assert parse_answer(req, "o") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
+    text = render_prompt(req, PLAIN, now=NOW)
+    assert "names what it covers" in text and "covers any arguments" not in text
