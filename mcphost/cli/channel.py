@@ -31,6 +31,9 @@ CONFIG = "mcphost/config"
 # A daemon that takes longer than this to answer one request from a command is as good as gone.
 ASK_TIMEOUT = 5.0
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# The most the daemon reads in one message (mcphost.editor.wire.MAX_MESSAGE; a test keeps them equal): it closes
+# the channel on a longer one unread, so one is not sent.
+MAX_SENT_BYTES = 16 * 1024 * 1024
 # A question that may wait long (a hook's, for a person) looks at the daemon this often, and gives up on one that
 # stays stopped (SIGSTOP, Ctrl-Z, a debugger) this long: it answers nobody until resumed, and an agent whose hook
 # timeout is shorter than the wait would run the call unasked.
@@ -41,6 +44,14 @@ METHOD_NOT_FOUND = -32601
 
 class ChannelError(Exception):
     pass
+
+
+class MessageTooLarge(Exception):
+    """A message longer than the daemon reads: not sent, and no fault of the daemon's (so no NoDaemon)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes, more than the {MAX_SENT_BYTES} the daemon's editor channel takes")
+        self.size = size
 
 
 class EditorChannel:
@@ -78,6 +89,8 @@ class EditorChannel:
     def send(self, message: dict[str, Any]) -> None:
         # ASCII: an agent's text may hold lone surrogates, which JSON escapes and UTF-8 cannot carry.
         body = json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")).encode("ascii")
+        if len(body) > MAX_SENT_BYTES:
+            raise MessageTooLarge(len(body))
         self._sock.settimeout(self._remaining())
         self._sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 

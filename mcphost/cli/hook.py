@@ -258,35 +258,24 @@ def through_daemon(use: AgentToolUse, config: str | None, deadline: float = DAEM
     target = discovery.for_config(config_path(config))
     if target is None or not target.get("editor_socket"):
         return None
-    from mcphost.cli.channel import ask
+    from mcphost.cli.channel import MAX_SENT_BYTES, MessageTooLarge, ask
 
     # Field by field: `asdict` copies the tool input deeply, which recursion ends at a few hundred levels.
     params = {field.name: getattr(use, field.name) for field in fields(use)}
     params["tool_input"] = dict(use.tool_input)
-    size = _sent_size(params)
-    if size > CHANNEL_ROOM:
-        raise HookTooLarge(
-            f"the call is {size / 2**20:.1f} MiB as the daemon would be sent it, more than the "
-            f"{CHANNEL_ROOM / 2**20:.0f} MiB its channel takes"
-        )
     try:
         result = ask(target, "mcphost hook", "mcphost/authorize", params, timeout=deadline)
+    except MessageTooLarge as exc:
+        raise HookTooLarge(
+            f"the call is {exc.size / 2**20:.1f} MiB as the daemon would be sent it, more than the "
+            f"{MAX_SENT_BYTES / 2**20:.0f} MiB its channel takes"
+        ) from None
     except discovery.NoDaemon as exc:
         print(f"mcphost hook: {exc}; deciding from the config file", file=sys.stderr)
         return None
     if not isinstance(result, dict) or result.get("decision") not in ("allow", "deny", "ask", "pass"):
         return None
     return result
-
-
-def _sent_size(params: dict[str, Any]) -> int:
-    """Bytes of `params` as JSON, at most: every character past ASCII and every control written escaped, as the
-    widest encoder writes them."""
-    return len(json.dumps(params, ensure_ascii=True, default=str))
-
-
-# What the editor channel takes in a message (wire.MAX_MESSAGE, 16 MiB), less room for the request around the params.
-CHANNEL_ROOM = 16 * 1024 * 1024 - 64 * 1024
 
 
 async def in_process(use: AgentToolUse, config: str | None) -> dict[str, Any]:

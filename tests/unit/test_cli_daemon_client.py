@@ -293,6 +293,9 @@ def test_the_client_names_what_the_daemon_uses() -> None:
         protocol.GRANTS_REVOKE,
         protocol.CONFIG,
     )
+    from mcphost.editor.wire import MAX_MESSAGE
+
+    assert editor_channel.MAX_SENT_BYTES == MAX_MESSAGE  # what the daemon reads is what a command sends at most
 
 
 def test_grants_reads_the_state_file_where_the_daemon_keeps_it(sandbox: Any) -> None:
