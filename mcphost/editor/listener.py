@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 # its upstreams and its agents.
 MAX_EDITOR_CONNECTIONS = 64
 REFUSED_NOTICE = f"mcphost: this daemon already serves {MAX_EDITOR_CONNECTIONS} editor connections; closing this one"
+# How long a socket connection may take to attach (`initialize`, then `initialized`): an editor or a command does
+# it at once (`mcphost status` gives a daemon 5 s); a connection that never does held one of the slots for good.
+HANDSHAKE_SECONDS = 10.0
 
 
 @contextlib.asynccontextmanager
@@ -43,7 +46,11 @@ async def listening(hub: EditorHub) -> AsyncIterator[Path]:
             return
         connection = EditorConnection(hub, "socket")
         hub.connections[connection.id] = connection
-        await connection.serve(reader, SocketWriter(writer))
+        overdue = asyncio.get_running_loop().call_later(HANDSHAKE_SECONDS, _unless_attached, connection)
+        try:
+            await connection.serve(reader, SocketWriter(writer))
+        finally:
+            overdue.cancel()
 
     directory = ensure_private_dir(runtime_dir())
     name = discovery.editor_socket_name(os.getpid())
@@ -55,6 +62,12 @@ async def listening(hub: EditorHub) -> AsyncIterator[Path]:
             hub.socket_path = None
             for connection in list(hub.connections.values()):
                 connection.close()
+
+
+def _unless_attached(connection: EditorConnection) -> None:
+    if not connection.attached and not connection.closed:
+        logger.warning("editor channel %s: closed: it did not attach within %g s", connection.label, HANDSHAKE_SECONDS)
+        connection.close()
 
 
 async def serve_stdio(hub: EditorHub) -> None:
