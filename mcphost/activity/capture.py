@@ -42,7 +42,10 @@ def capture_arguments(
     text = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"), default=str)
     if len(text.encode("utf-8", "surrogatepass")) <= max_bytes:
         return cleaned, None
-    return None, cut_utf8(text, max_bytes)
+    # `redact` leaves keys alone (the record's scrub redacts them whole); a preview is cut, and a credential used as
+    # a key that the cut went through would keep its start, too short then for its format. So the text is redacted
+    # again before its cut, as an answer's preview is.
+    return None, cut_utf8(redact_head(text, max_bytes, max_bytes + PREVIEW_MARGIN), max_bytes)
 
 
 def response_text(content: Iterable[Mapping[str, Any]], structured: Any) -> str:

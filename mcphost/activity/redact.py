@@ -285,7 +285,8 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     _fmt(
         "slack_webhook",
         ("hooks.slack.com",),
-        r"https://hooks\.slack\.com/services/(?<![^\W_]https://hooks\.slack\.com/services/)[A-Za-z0-9/_-]{20,}",
+        # With its scheme or without (`//hooks...`: a name split at its first `:` leaves that); `//` is its boundary.
+        r"(?:https:)?//hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}",
     ),
     _fmt("aws_access_key", ("AKIA", "ASIA"), r"A(?<![^\W_]A)(?:KIA|SIA)[A-Z0-9]{16}(?![^\W_])"),
     _fmt("google_api_key", ("AIza",), rf"AIza(?<![^\W_]AIza)[{_B64URL}]{{35}}(?![{_B64URL}])"),
@@ -314,7 +315,8 @@ _FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         r"(?P<scheme>[Bb](?<![^\W_][Bb])asic\s+)(?P<credential>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])",
     ),
     # scheme://user:password@ -- the user name is kept; the password runs to the last @ of the authority.
-    _fmt("url_password", ("@",), r"(?P<scheme>://[^\s:/?#@\"'<>\[\]]*:)(?P<credential>[^\s/?#\"'<>]+)@"),
+    # A URL without its scheme too (`//user:pw@host`, what is left of one split at its first `:`).
+    _fmt("url_password", ("@",), r"(?P<scheme>//[^\s:/?#@\"'<>\[\]]*:)(?P<credential>[^\s/?#\"'<>]+)@"),
 )
 
 # key=value, key: value, "key": "value" -- found from the separator; the key is read backwards (_KEY_BEFORE
@@ -328,14 +330,18 @@ _ASSIGNMENT_RE = re.compile(
     # JSON text is one long open string), which made this pass two to three times as slow on JSON text. A marker is
     # taken as a value only as redaction writes one: `[REDACTED` and anything up to a `]` made every separator of a
     # line of `=[REDACTED ` read on to its end, a time that grows with the square of the line (1 MB: minutes).
-    r"(?P<value>\[REDACTED(?::[a-z_]+)?\]|\"[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\"|'[^'\n]*+'|[^\s\"'&,;<>\[\]{}()=?]+)"
+    r"(?P<value>\[REDACTED(?::[a-z_]+)?\]|\"[^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\"|'[^'\n]*+'"
+    # JSON inside a JSON string (`{\"password\": \"...\"}`): the value runs to the next escaped quote.
+    r"|\\++\"(?:[^\"\\\n]++|\\++(?!\"))*+"
+    r"|[^\s\"'&,;<>\[\]{}()=?]+)"
 )
 # An assignment whose value opens with a quote and does not close it in the text: with more text after it, the value
 # could close there, and the assignment take it in (see `redact_head`).
 _QUOTED_VALUE_OPEN = re.compile(
     r"[:=][ \t]*(?:(?i:bearer|basic|token)[ \t]+)?(?:\"(?![^\"\\\n]*+(?:\\.[^\"\\\n]*+)*+\")|'(?![^'\n]*+'))"
 )
-_KEY_BEFORE = re.compile(r"[ \t]*[\"']?(?P<key>[A-Za-z0-9_.\-]{1,128})")
+# (Reversed: a key's closing quote comes first, then the backslashes that escape it in JSON inside a JSON string.)
+_KEY_BEFORE = re.compile(r"[ \t]*(?:[\"']\\*)?(?P<key>[A-Za-z0-9_.\-]{1,128})")
 _MAX_KEY = 128
 
 
@@ -402,6 +408,9 @@ def _redacted_assignment(match: re.Match[str]) -> str:
     value = match["value"]
     if value.startswith("[REDACTED"):
         return match[0]
+    opens = len(value) - len(value.lstrip("\\"))
+    if opens and value[opens : opens + 1] == '"':  # escaped: its opening kept, its closing is not in the match
+        return match.string[match.start() : match.start("value")] + value[: opens + 1] + _MARKERS["assignment"]
     quote = value[0] if value[0] in "\"'" else ""
     return match.string[match.start() : match.start("value")] + quote + _MARKERS["assignment"] + quote
 
@@ -568,7 +577,7 @@ def _term_gates(terms: tuple[str, ...], shared: tuple[str, ...]) -> tuple[tuple[
 
 
 # From a spot to the end of its run of key characters, then what `_KEY_BEFORE` reads backwards, to the separator.
-_KEY_TO_SEPARATOR = re.compile(r"[A-Za-z0-9_.\-]*[\"']?[ \t]*[:=]")
+_KEY_TO_SEPARATOR = re.compile(r"[A-Za-z0-9_.\-]*(?:\\*[\"'])?[ \t]*[:=]")
 
 
 def _secret_separators(text: str, spots: list[int]) -> set[int]:

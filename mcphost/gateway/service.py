@@ -20,6 +20,7 @@ import mcp_types as types
 
 from mcphost.activity.capture import capture_arguments, capture_response, response_text
 from mcphost.activity.record import CallRecord, RecordType, Status, new_record_id, utc_now
+from mcphost.activity.redact import redact_text
 from mcphost.activity.writer import ActivityLog
 from mcphost.approval.approvals import Approvals, CallFacts, Elicit, InputRequired
 from mcphost.config import LoadedConfig, effective_annotations
@@ -319,8 +320,12 @@ class Gateway:
                 record.response_bytes = err.details["response_bytes"]
             if record.intent is None:
                 record.intent = _recorded_intent(raw)
-            if record.server is None and isinstance(arguments.get("name"), str):
-                record.server, _, tool_part = arguments["name"].partition(":")
+            name = arguments.get("name")
+            if isinstance(name, str) and (record.server is None or record.server not in loaded.config.servers):
+                # Named no server mcphost has: the name is the agent's text as a whole, and split at its first `:`
+                # a credential across it (`https://user:pw@host`, `{"password": "..."}`) would be known in neither
+                # half. So it is redacted whole, then split.
+                record.server, _, tool_part = redact_text(name).partition(":")
                 record.tool = tool_part or None
         except InputRequired as asked:
             # Not forwarded, not refused: the agent's client asks its user and repeats the call with the answer.

@@ -15,10 +15,13 @@ from typing import TextIO
 
 import anyio
 
+from mcphost.activity.capture import cut_utf8
 from mcphost.activity.redact import redact_text
 from mcphost.console import safe
 
 LINE_BYTES = 2048  # of one line shown; the rest is counted
+# Read of a line past what is shown, for its redaction: a credential the cut goes through is known by its whole.
+REDACT_MARGIN = 1024
 LINES_PER_SECOND = 50  # per server, then lines are counted until the second is over
 _CHUNK = 64 * 1024
 
@@ -78,7 +81,11 @@ class StderrLimiter:
             self._dropped += 1
             return out
         self._shown += 1
-        text = safe(kept.decode("utf-8", "replace").removesuffix("\r"))
+        # Redacted as the record's text is: the daemon's stderr ends up on disk too (an editor's output channel).
+        text = redact_text(kept.decode("utf-8", "replace").removesuffix("\r"))
+        shown = cut_utf8(text, LINE_BYTES).removesuffix("…")
+        cut += max(len(kept) - LINE_BYTES, 0) if len(shown) < len(text) else 0
+        text = safe(shown)
         if cut:
             text += f" ... [{cut} more bytes]"
         out.append(self.prefix + text)
@@ -157,7 +164,7 @@ async def relay(
 ) -> None:
     """Copy a server's stderr (`read(n)` returns b"" at its end) into the host's stderr until it ends; `last` notes
     each line, shown or not."""
-    cutter = LineCutter()
+    cutter = LineCutter(LINE_BYTES + REDACT_MARGIN)
     limiter = StderrLimiter(server)
     try:
         while True:

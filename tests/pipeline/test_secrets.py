@@ -13,6 +13,8 @@ from mcphost.gateway.service import CallContext
 from mcphost.intent import ToolVariant
 from tests.pipeline.conftest import ScriptedApprover
 
+ARGUMENTS_MAX_BYTES = 4096  # [log] arguments_max_bytes by default
+
 # (kind, what is planted, a part of it that must never be found again)
 SECRETS = [
     ("aws access key", "AKIAQWERTYUIOPASDFGH", "QWERTYUIOPASDFGH"),
@@ -30,6 +32,14 @@ SECRETS = [
     ),
     ("bearer header", "Authorization: Bearer zXq9PlantedBearer77Tok", "zXq9PlantedBearer77Tok"),
     ("password", "password=correcthorsebatterystaple9", "correcthorsebatterystaple9"),
+    # Split at its first `:` as a `server:tool` name, a URL leaves `//user:...@host` (no scheme) for the tool.
+    ("url password", "https://agent:Plant3dUrlPassw0rdX@example.com/x", "Plant3dUrlPassw0rdX"),
+    (
+        "slack webhook",
+        "https://hooks.slack.com/services/T0PLANT/B0PLANT/plantedWebhookSecret42x",
+        "plantedWebhookSecret42",
+    ),
+    ("password in JSON", '{"password": "correcthorsebattery42"}', "correcthorsebattery42"),
 ]
 
 
@@ -69,6 +79,21 @@ def places(secret: str) -> dict[str, tuple[ToolVariant, dict[str, Any]]]:
             {"name": "probe:plain_echo", "intent": write, "args_json": json.dumps({"text": secret})},
         ),
         "wrong variant for the intent": (ToolVariant.READ, {"name": "probe:plain_echo", "intent": {**write, "x": 1}}),
+        # The preview of arguments too large to keep whole is cut at [log] arguments_max_bytes: the cut goes through
+        # the middle of an argument's name, as JSON text `{"pad":"BB…","<secret>":1}` puts it.
+        "argument name across the preview's cut": (
+            ToolVariant.WRITE,
+            {
+                "name": "probe:plain_echo",
+                "intent": write,
+                "args": {"pad": "B" * (ARGUMENTS_MAX_BYTES - 14 - len(json.dumps(secret)) // 2), secret: 1},
+            },
+        ),
+        # An upstream's answer that quotes JSON as a string: the secret's quotes are escaped there.
+        "JSON text in an argument (echoed)": (
+            ToolVariant.WRITE,
+            {"name": "probe:plain_echo", "intent": write, "args": {"text": json.dumps({"body": secret})}},
+        ),
     }
 
 

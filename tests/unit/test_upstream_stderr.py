@@ -69,3 +69,20 @@ async def test_the_relay_writes_the_count_of_a_flood_that_stopped_without_waitin
     shown = [line for line in written if "line " in line]
     assert len(shown) == 50
     assert written[-1] == "mcphost: [s] ... 150 lines dropped"
+
+
+async def test_a_credential_on_a_line_is_redacted_also_where_the_lines_cut_goes_through_it() -> None:
+    # The daemon's stderr reaches the disk too (the editor's output channel): an upstream that logs a token, or an
+    # agent's argument it echoes, showed it whole there while the record had it redacted.
+    token = "ghp_" + "Q7" * 18
+    crossing = b"x" * (LINE_BYTES - 10) + token.encode() + b" and more\n"
+    chunks = [b"auth with " + token.encode() + b"\n" + crossing]
+    written: list[str] = []
+
+    async def read(_n: int) -> bytes:
+        return chunks.pop() if chunks else b""
+
+    await relay(read, "s", written.extend)
+    assert len(written) == 2 and not any("Q7Q7" in line for line in written), written
+    assert written[0] == "mcphost: [s] auth with [REDACTED:github]"
+    assert written[1].endswith("more bytes]")
