@@ -6,10 +6,14 @@ worker thread (the log can be large), and answers JSON. Described in schemas/act
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -56,6 +60,36 @@ def activity_endpoint(log_path: Path) -> Callable[[Request], Awaitable[Response]
             # The log is there but not readable (replaced by a directory, its mode changed, the disk failing):
             # said as such, not as the bare 500 of a crash.
             return JSONResponse({"error": "log_unreadable", "message": read_failure(exc)}, status_code=503)
-        return JSONResponse({"records": page.records, "count": len(page.records), "next_cursor": page.next_cursor})
+        body = b'{"records":[%b],"count":%d,"next_cursor":%b}' % (
+            b",".join(map(_record_json, page.records)),
+            len(page.records),
+            orjson.dumps(page.next_cursor),
+        )
+        return Response(body, media_type="application/json")
 
     return endpoint
+
+
+def _record_json(record: dict[str, Any]) -> bytes:
+    """One record as JSON, whatever a line damaged on disk or by hand made of it: the CLI's readers show such a record,
+    and one of them made every page holding it a bare 500 here. NaN and the infinities (`1e400` read back) are written
+    as null, as JSON has no spelling for them; a lone surrogate as its escape; an integer of any size whole."""
+    try:
+        return orjson.dumps(record)
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    try:
+        return json.dumps(_finite(record), ensure_ascii=True, separators=(",", ":"), default=str).encode()
+    except (RecursionError, ValueError) as exc:
+        stub = {"id": record.get("id"), "unreadable": f"this record cannot be written as JSON: {type(exc).__name__}"}
+        return json.dumps(stub, ensure_ascii=True, default=str).encode()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value

@@ -56,3 +56,27 @@ async def test_an_unreadable_log_is_a_503_that_names_the_file(
     Draft202012Validator(openapi_component_schema(OPENAPI, "LogUnreadable")).validate(body)
     assert body["error"] == "log_unreadable" and said in body["message"] and str(tmp_path) in body["message"]
     assert "503" in OPENAPI["paths"][API_PATH]["get"]["responses"]
+
+
+async def test_records_a_damaged_line_made_are_served_with_the_rest_not_a_500(tmp_path: Path) -> None:
+    # One line written by hand or damaged on disk made every page that held it a bare 500 (a lone surrogate has no
+    # UTF-8; `1e400` is read back as an infinity, which JSON cannot spell); the CLI's readers show those records.
+    lines = [
+        '{"id":"01A","timestamp":"2026-11-29T20:00:00.000Z","type":"tool_call","server":"s","status":"success"}',
+        '{"id":"01B","timestamp":"2026-11-29T20:00:01.000Z","type":"tool_call","server":"s\\udfff","status":"success"}',
+        '{"id":"01C","timestamp":"2026-11-29T20:00:02.000Z","type":"tool_call","server":"s","duration_ms":1e400}',
+        '{"id":"01D","timestamp":"2026-11-29T20:00:03.000Z","type":"tool_call","server":"s","n":' + "9" * 40 + "}",
+    ]
+    log = tmp_path / "activity.jsonl"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    log.chmod(0o600)
+    app = Starlette(routes=[Route(API_PATH, activity_endpoint(log))])
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://x") as http:
+        answer = await http.get(API_PATH)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    by_id = {record["id"]: record for record in body["records"]}
+    assert list(by_id) == ["01D", "01C", "01B", "01A"] and body["count"] == 4
+    assert by_id["01B"]["server"] == "s\udfff"  # its escape, as it was on disk
+    assert by_id["01C"]["duration_ms"] is None
+    assert by_id["01D"]["n"] == int("9" * 40)
