@@ -40,6 +40,26 @@ def unseen_marks(text: str) -> bool:
     return _UNSEEN.search(text) is not None
 
 
+# The marks as JSON written by `ensure_ascii=False` keeps them inside its strings (lone surrogates too, which no
+# stream can encode), and as their UTF-8 in a line of the log (a test holds the two forms together).
+_UNSEEN_IN_JSON = re.compile(f"[{_MARKS}\\ud800-\\udfff]")
+_UNSEEN_IN_JSON_BYTES = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf"
+)
+
+
+def json_escaped(text: str) -> str:
+    """JSON text with the marks a terminal acts on or a reader is misled by written as their escapes: the same JSON."""
+    return _UNSEEN_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def json_escaped_bytes(data: bytes) -> bytes:
+    """`json_escaped` for UTF-8 JSON text (lines of the log as they are)."""
+    if _UNSEEN_IN_JSON_BYTES.search(data) is None:
+        return data
+    return _UNSEEN_IN_JSON_BYTES.sub(lambda found: b"\\u%04x" % ord(found.group().decode("utf-8")), data)
+
+
 def safe(value: Any, limit: int | None = None) -> str:
     text = "" if value is None else str(value)
     text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)

@@ -13,7 +13,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mcphost.activity.query import intent_type, is_mapping, record_time
-from mcphost.console import ASCII_EVENT_ICON, ASCII_ICONS, EVENT_ICON, INTENT_ICONS, Column, Table, unseen_marks
+from mcphost.console import (
+    ASCII_EVENT_ICON,
+    ASCII_ICONS,
+    EVENT_ICON,
+    INTENT_ICONS,
+    Column,
+    Table,
+    json_escaped,
+    unseen_marks,
+)
 from mcphost.console import safe as _escape
 
 CALL_TYPES = ("tool_call", "tool_call_started", "hook_decision")
@@ -381,4 +390,4 @@ def to_yaml(value: Any) -> str:
         # Nesting too deep for PyYAML's emitter, which takes several frames a level (a hand-made line: the gateway
         # takes 64 levels at most). JSON is YAML too, and the C encoder takes one frame a level, as the parser that
         # read the record did.
-        return json.dumps(value, ensure_ascii=False, default=str) + "\n"
+        return json_escaped(json.dumps(value, ensure_ascii=False, default=str)) + "\n"

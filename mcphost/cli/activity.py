@@ -158,11 +158,13 @@ def _write_json_array(lines: Iterator[bytes], limit: int) -> None:
         separator = b",\n"
         size += len(line)
         if size >= CHUNK_BYTES:
-            write(b"".join(chunk))
+            write(console.json_escaped_bytes(b"".join(chunk)))
             chunk.clear()
             size = 0
     chunk.append(b"\n]\n")
-    write(b"".join(chunk))
+    # A line of the log holds what an agent wrote as it is (orjson escapes no C1 control, bidi mark or separator):
+    # escaped here, as every other JSON output escapes it, and still the same JSON.
+    write(console.json_escaped_bytes(b"".join(chunk)))
     sys.stdout.buffer.flush()
 
 

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from mcphost import console
+
 if TYPE_CHECKING:
     from mcphost.config import LoadedConfig
 
@@ -89,14 +91,10 @@ def config_in_force(path: str | Path) -> str:
     return f"none at {path}; using the built-in default ({INIT_HINT})"
 
 
-# What JSON leaves as it is inside a string, yet a terminal acts on (C1 controls, such as CSI) or a reader is misled by
-# (bidi overrides, zero-width marks), and lone surrogates, which no stream can encode: written as their escapes.
-_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
 def print_json(value: Any) -> None:
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    print(_UNSAFE_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
+    # What JSON leaves as it is inside a string, yet a terminal acts on (C1 controls, such as CSI) or a reader is
+    # misled by (bidi overrides, zero-width marks), and lone surrogates: written as their escapes.
+    print(console.json_escaped(json.dumps(value, indent=2, ensure_ascii=False)))
 
 
 def add_output_flag(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:

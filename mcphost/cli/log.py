@@ -41,7 +41,7 @@ def run_tail(args: argparse.Namespace) -> int:
 
     def emit(record: Record) -> None:
         if as_json:
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.write(console.json_escaped(json.dumps(record, ensure_ascii=False)) + "\n")
         else:
             sys.stdout.write(table.line(display.row(record, plain)) + "\n")
 

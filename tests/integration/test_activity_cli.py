@@ -328,3 +328,34 @@ def read_json_lines(
             break
         buffer += chunk
     return [json.loads(line) for line in buffer.splitlines()]
+
+
+MARKS = "\x9b2K\u202e\u2028\u200b\u061c\ufeff\x85\x7f"  # a C1 CSI, a bidi override, a line separator, ...
+
+
+def test_json_outputs_write_the_marks_a_terminal_acts_on_as_escapes(sandbox: Sandbox) -> None:
+    # orjson writes them into the log as they are, and `log tail -o json` and `activity list -o json` (which streams
+    # the log's lines) passed them to the terminal raw, where `activity show -o json` escaped them.
+    record = {"id": "01KB0000000000000000000ABD", "type": "tool_call", "tool": "t" + MARKS, "status": "success"}
+    deep: Any = MARKS
+    for _ in range(500):
+        deep = {"a": deep}
+    nested = {**record, "id": "01KB0000000000000000000ABE", "arguments": deep}
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r, ensure_ascii=False) for r in (record, nested)]
+    (sandbox.data / "activity.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    outputs = [
+        ("log", "tail", "-o", "json"),
+        ("activity", "list", "-o", "json"),
+        ("activity", "list", "--limit", "0", "-o", "json"),
+        ("activity", "show", "01KB0000000000000000000ABD", "-o", "json"),
+        ("activity", "show", "01KB0000000000000000000ABE", "-o", "yaml"),  # past PyYAML's depth: JSON
+    ]
+    for command in outputs:
+        shown = mcphost(sandbox, *command)
+        assert shown.returncode == 0, (command, shown.stderr)
+        assert not any(mark in shown.stdout for mark in MARKS.replace("2K", "")), (command, shown.stdout[:300])
+        assert "\\u009b2K" in shown.stdout, command
+    # Still the same JSON: the records read back as they were written.
+    listed = json.loads(mcphost(sandbox, "activity", "list", "--limit", "0", "-o", "json").stdout)
+    assert [r["tool"] for r in listed] == ["t" + MARKS] * 2

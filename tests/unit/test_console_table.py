@@ -108,3 +108,13 @@ def test_line_separators_and_direction_marks_are_escaped_in_every_output() -> No
     written = to_yaml({"reason": f"ok{marks}", "name": "naïve"})
     assert not any(mark in written for mark in marks) and "\\u202E" in written
     assert to_yaml({"name": "naïve"}) == "name: naïve\n"
+
+
+def test_the_marks_escaped_in_json_are_the_same_in_text_and_in_utf_8() -> None:
+    from mcphost.console import json_escaped, json_escaped_bytes
+
+    # Every mark is below U+10000: the first plane whole, and the start of the next, in one text each way.
+    text = "".join(chr(code) for code in range(0x10100) if not 0xD800 <= code <= 0xDFFF)
+    assert json_escaped_bytes(text.encode("utf-8")) == json_escaped(text).encode("utf-8")
+    assert json_escaped(text) != text
+    assert json_escaped('"\udfff"') == '"\\udfff"'
