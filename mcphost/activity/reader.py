@@ -235,8 +235,11 @@ def parse_entry(line: bytes) -> tuple[Record | None, bytes | None]:
             pass
         else:
             return (value, line) if isinstance(value, dict) else (None, None)
-    value = _lenient(line)
-    return (value, None) if isinstance(value, dict) else (None, None)
+    value, exact = _lenient(line)
+    if not isinstance(value, dict):
+        return None, None
+    # Strict JSON as it is (an integer past 64 bits, a lone surrogate's escape): passed on as the line says it.
+    return value, line if exact else None
 
 
 # What a listing reads of a record: the filters (query.RecordFilter), the pairing of starts and outcomes (Outcomes),
@@ -292,21 +295,40 @@ def listed_parser() -> Callable[[bytes], tuple[Record | None, bytes | None]]:
     return parse
 
 
-def _lenient(line: bytes) -> Any:
-    # NaN and Infinity are not JSON; a hand-edited line with them is read with nulls instead. The standard parser
-    # also takes what orjson refuses: integers past 64 bits, lone surrogates in escapes.
+def _lenient(line: bytes) -> tuple[Any, bool]:
+    """The value on `line`, and whether the line is strict JSON as it is. NaN and Infinity are not JSON; a
+    hand-edited line with them is read with nulls instead. The standard parser also takes what orjson refuses:
+    integers past 64 bits, lone surrogates in escapes; an integer past Python's 4300 digits is kept as its digits
+    (msgspec, which a listing reads with, takes it: a record that one reader lists, every reader lists)."""
+    replaced: list[str] = []
+
+    def constant(name: str) -> None:
+        replaced.append(name)
+
     try:
-        return json.loads(line, parse_constant=_null)
+        return json.loads(line, parse_constant=constant, parse_int=_int_any_size), not replaced
     except UnicodeDecodeError:
         pass
-    except (ValueError, RecursionError):  # JSONDecodeError; absurd nesting
-        return None
-    # Bytes that are not UTF-8 (a disk's damage, a hand edit): the record is still shown, with U+FFFD in their
-    # place, rather than left out of every listing of what happened.
+    except RecursionError:  # absurd nesting
+        return None, False
+    except ValueError:  # JSONDecodeError: read again below, as damage may have left it
+        pass
+    # What damage leaves of a whole record is still shown rather than left out of every listing of what happened:
+    # bytes that are not UTF-8 (U+FFFD in their place), a raw control character inside a string (a hand edit), NULs
+    # around it (a file system's unwritten blocks after a crash).
+    text = line.decode("utf-8", "replace").strip("\x00 \t\r\n")
     try:
-        return json.loads(line.decode("utf-8", "replace"), parse_constant=_null)
+        value = json.loads(text, parse_constant=_null, parse_int=_int_any_size, strict=False)
     except (ValueError, RecursionError):
-        return None
+        return None, False
+    return value, False
+
+
+def _int_any_size(digits: str) -> int | str:
+    try:
+        return int(digits)
+    except ValueError:  # past sys.get_int_max_str_digits(): reading it takes time that grows with its square
+        return digits
 
 
 def _null(_name: str) -> None:

@@ -561,3 +561,27 @@ def test_looking_over_a_value_finds_what_orjson_rounded_and_how_deep_it_nests() 
     assert looked_over(orjson.loads(b'{"a": [1, 2.5, 9223372036854775807, -9223372036854775808]}')) == (False, 2)
     assert looked_over({"a": list(range(300))}) is None
     assert looked_over({"a": list(range(300))}, at_most=400) == (False, 2)
+
+
+def test_what_damage_leaves_of_a_record_is_read_by_every_reader_alike() -> None:
+    # Each line below was read by msgspec's listing (and counted in `summary`) but skipped without a word by the
+    # standard parser behind `log tail`, `activity list`, `show` and the API, or skipped by all of them.
+    from mcphost.activity.reader import listed_parser, parse_entry
+
+    base = b'{"id":"A","type":"tool_call","server":"probe","status":"success"}'
+    lines = {
+        "an integer past 4300 digits": base.replace(b'"status"', b'"n":' + b"9" * 5000 + b',"status"'),
+        "a raw escape in a string": base.replace(b'"probe"', b'"pro\x1b[2Jbe"'),
+        "a raw tab in a string": base.replace(b'"probe"', b'"pro\tbe"'),
+        "NULs after it": base + b"\x00\x00",
+        "NULs before it": b"\x00" + base,
+    }
+    listed = listed_parser()
+    for why, line in lines.items():
+        record, passed_on = parse_entry(line)
+        assert record is not None and record["id"] == "A" and record["status"] == "success", why
+        assert listed(line)[0] is not None, why
+        if why == "an integer past 4300 digits":
+            assert record["n"] == "9" * 5000 and passed_on == line  # kept as its digits; the line is JSON as it is
+        else:
+            assert passed_on is None, why  # written again for -o json: the line itself is no JSON
