@@ -12,6 +12,10 @@ failures are retried with exponential backoff (Retry-After when the collector gi
 seconds per batch; then, or on any other answer that is not 2xx, the batch is dropped. Every record ends up counted
 once: exported, or dropped (queue full, refused, given up, or rejected in a 2xx's partial_success).
 
+A collector's answer costs the exporter at most `ANSWER_LIMIT` bytes and never more than the time left: the answer is
+streamed and read up to the limit (a 2xx longer than that is taken as accepted, noted, and its connection closed),
+and each request is cut at its deadline (`_Cutoff`), however slowly the collector sends.
+
 Shutdown (`close`): what is queued gets one attempt each, no retries, within a short deadline; then the thread is
 left behind (a daemon thread), so a hanging collector never holds up an exit.
 """
@@ -28,6 +32,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -50,6 +55,9 @@ RETRYABLE = frozenset({429, 502, 503, 504})
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
 CONTENT_TYPE = "application/x-protobuf"
+# Bytes of a collector's answer read, at most. An Export*ServiceResponse is a few bytes, one with a partial_success or
+# a google.rpc.Status a few hundred: anything longer is not an OTLP answer, and is neither kept nor parsed.
+ANSWER_LIMIT = 64 * 1024
 
 # Once per process: the collector tells this daemon's records from another's on the same machine.
 _INSTANCE_ID = str(uuid.uuid4())
@@ -99,6 +107,95 @@ class ExportStatus:
     last_export_at: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    body: bytes  # at most ANSWER_LIMIT bytes
+    whole: bool  # False: the answer went on past ANSWER_LIMIT, and the rest was not read
+    retry_after: str | None
+
+
+class _TimedOut(Exception):
+    """A request that ran past its deadline: the collector had not answered in full by then."""
+
+
+class _Cutoff:
+    """Ends the exporter's request at its deadline, however the collector sends its answer.
+
+    httpx's timeouts bound each read and write, not a request: a collector sending a byte now and then (of its status
+    line, or of its body) holds a blocking request for as long as it likes. So each request is armed with its
+    deadline, and past it a thread of this class's own shuts the exporter's connections down: a shut down socket
+    wakes the thread blocked reading it (closing it would not), and its request fails; `disarm` then says it was cut,
+    and the exporter counts it as timed out. Only the exporter's thread makes requests, one at a time, so every
+    connection of its client is the one in use or an idle one, and shutting an idle one down costs nothing: the pool
+    sees it is closed and opens another.
+
+    The sockets come from httpcore's `trace` extension, which hands over each stream a connection makes (TCP, then
+    TLS over it; or a proxy's) as it is made: every connection of the exporter's client is made by one of its
+    requests, and each of them carries `trace`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        self._deadline: float | None = None  # monotonic; None: no request in flight
+        self._cut = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if not event.endswith(".complete"):
+            return
+        get_extra_info = getattr(info.get("return_value"), "get_extra_info", None)
+        try:
+            sock = get_extra_info("socket") if callable(get_extra_info) else None
+        except Exception:  # a stream of a kind without one: nothing to cut but by the timeouts
+            return
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._sockets.add(sock)
+
+    def arm(self, deadline: float) -> None:
+        with self._lock:
+            self._deadline, self._cut = deadline, False
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._watch, name="mcphost-otlp-cutoff", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def hurry(self, deadline: float) -> None:
+        """Bring the request in flight's deadline forward to `deadline` (shutting down)."""
+        with self._lock:
+            if self._deadline is not None and deadline < self._deadline:
+                self._deadline = deadline
+                self._lock.notify()
+
+    def disarm(self) -> bool:
+        """The request is over; True when it was cut at its deadline."""
+        with self._lock:
+            self._deadline = None
+            return self._cut
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, self._deadline = True, None
+            self._lock.notify()
+
+    def _watch(self) -> None:
+        with self._lock:
+            while not self._closed:
+                if self._deadline is None:
+                    self._lock.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._lock.wait(left)
+                    continue
+                self._deadline, self._cut = None, True
+                for sock in list(self._sockets):
+                    with contextlib.suppress(OSError):  # already closed by its connection: nothing to cut
+                        sock.shutdown(socket.SHUT_RDWR)
+
+
 def describe_endpoint(endpoint: str) -> str:
     """The endpoint as shown: without a password in its URL."""
     scheme, sep, rest = endpoint.partition("://")
@@ -133,6 +230,7 @@ class OtlpExporter:
         self._thread: threading.Thread | None = None
         self._client: httpx2.Client | None = None
         self._client_for: tuple[str, ...] | None = None
+        self._cutoff = _Cutoff()
         # Counters, each written by one thread only: the writers' (offer) or the exporter's.
         self._dropped_full = 0
         self._dropped_sent = 0
@@ -183,13 +281,15 @@ class OtlpExporter:
         if not self._stop.is_set():
             self._flush_by = time.monotonic() + deadline
             self._stop.set()
+            self._cutoff.hurry(self._flush_by)  # a request in flight gets no longer than the queue
         self._wake.set()
         self._full.set()
 
     def close(self, deadline: float = FLUSH_DEADLINE) -> None:
-        """`stop`, and wait (at most `deadline` seconds and a little) for the thread to be done. A thread still
-        waiting then is blocked in a request the collector does not answer (a blocking read cannot be interrupted
-        from here): it is left to end with the process, and what it held is counted as dropped now."""
+        """`stop`, and wait (at most `deadline` seconds and a little) for the thread to be done. A request in flight
+        is cut at the deadline (`_Cutoff`); a thread still busy after it all the same (a machine too loaded to run
+        it, a request the cutoff cannot reach) is left to end with the process, and what it held is counted as
+        dropped now."""
         self.stop(deadline)
         if self._thread is None:
             return
@@ -242,6 +342,7 @@ class OtlpExporter:
             logger.exception("OTLP export stopped unexpectedly")
         finally:
             self._abandon_queue()
+            self._cutoff.close()
             if self._client is not None:
                 with contextlib.suppress(Exception):
                     self._client.close()
@@ -299,9 +400,7 @@ class OtlpExporter:
                 return
             retry_after: float | None = None
             try:
-                response = self._http(settings).post(
-                    url, content=body, headers={**settings.headers, "Content-Type": CONTENT_TYPE}, timeout=remaining
-                )
+                answer = self._post(settings, url, body, give_up_at)
             except Exception as exc:  # connection refused, reset, timed out, TLS: all worth another try
                 if self._abandoned:
                     return
@@ -309,20 +408,26 @@ class OtlpExporter:
             else:
                 if self._abandoned:
                     return
-                status = response.status_code
+                status = answer.status
                 if 200 <= status < 300:
-                    rejected, message = otlp.partial_success(response.content)
+                    # An answer past the limit is not one to read; its 2xx still says the collector took the batch.
+                    rejected, message = otlp.partial_success(answer.body) if answer.whole else (0, "")
                     rejected = min(rejected, count)
                     self._exported += count - rejected
                     self._last_export_at = utc_now()
                     if rejected:  # counted and shown in the status; the export itself works
                         self._dropped_sent += rejected
                         self._note(f"the collector rejected {rejected} of {count}: {message or 'no reason'}")
+                    elif not answer.whole:  # shown in the status, as a partial success is
+                        self._note(
+                            f"the collector answered {status} to {describe_endpoint(url)} with more than "
+                            f"{ANSWER_LIMIT // 1024} KiB, which is no OTLP answer: taken as accepted, the rest not read"
+                        )
                     elif self._failing:
                         self._failing = False
                         _say(f"OTLP export to {describe_endpoint(settings.endpoint)} works again")
                     return
-                reason = otlp.status_message(response.content) or _text(response.content)
+                reason = otlp.status_message(answer.body) or _text(answer.body)
                 problem = f"the collector answered {status} to {describe_endpoint(url)}" + (
                     f": {reason}" if reason else ""
                 )
@@ -330,7 +435,7 @@ class OtlpExporter:
                     self._drop(count, problem)
                     return
                 self._error(problem)
-                retry_after = _retry_after(response.headers.get("retry-after"))
+                retry_after = _retry_after(answer.retry_after)
             if stopping:
                 self._drop(count, f"not exported at shutdown: {self._last_error}")
                 return
@@ -341,6 +446,49 @@ class OtlpExporter:
                 return
             self._stop.wait(wait)
             delay = min(delay * self._retry.factor, self._retry.max_delay)
+
+    def _post(self, settings: ExportSettings, url: str, body: bytes, deadline: float) -> _Answer:
+        """POST `body` to `url` and read the answer, all by `deadline` (monotonic): past it, the request is cut
+        (`_Cutoff`) and raises `_TimedOut`, as it does when the answer is not complete by then."""
+        cutoff = self._cutoff
+        began = time.monotonic()
+        cutoff.arm(deadline)
+        cutoff.hurry(self._flush_by)  # `stop` came between the caller's look at it and `arm`: its deadline holds
+        try:
+            answer = self._exchange(settings, url, body, deadline)
+        except Exception as exc:
+            if cutoff.disarm() or isinstance(exc, _TimedOut):
+                raise _TimedOut(_late(began)) from exc
+            raise
+        if cutoff.disarm():  # cut as the answer ended: it may have ended for being cut, so it is not taken
+            raise _TimedOut(_late(began))
+        return answer
+
+    def _exchange(self, settings: ExportSettings, url: str, body: bytes, deadline: float) -> _Answer:
+        with self._http(settings).stream(
+            "POST",
+            url,
+            content=body,
+            headers={**settings.headers, "Content-Type": CONTENT_TYPE},
+            timeout=max(deadline - time.monotonic(), 0.001),  # each connect, write and read; the cutoff, the whole
+            extensions={"trace": self._cutoff.trace},
+        ) as response:
+            # Decoded in bounded pieces (httpx's decoders give at most 1 MiB at a time, however compressed).
+            parts: list[bytes] = []
+            size = 0
+            for part in response.iter_bytes():
+                parts.append(part)
+                size += len(part)
+                if size > ANSWER_LIMIT:
+                    break  # leaving `stream` closes the response, and so its connection: the rest is never read
+                if time.monotonic() >= deadline:
+                    raise _TimedOut("past the deadline")  # for a transport the cutoff cannot reach (tests' mocks)
+            return _Answer(
+                status=response.status_code,
+                body=b"".join(parts)[:ANSWER_LIMIT],
+                whole=size <= ANSWER_LIMIT,
+                retry_after=response.headers.get("retry-after"),
+            )
 
     def _http(self, settings: ExportSettings) -> httpx2.Client:
         import httpx2
@@ -397,6 +545,10 @@ def _login() -> str | None:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _late(began: float) -> str:
+    return f"timed out after {time.monotonic() - began:.1f}s without a complete answer"
 
 
 def _text(body: bytes) -> str:

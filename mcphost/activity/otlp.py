@@ -452,6 +452,8 @@ def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
     while at < len(data):
         key, at = _read_varint(data, at)
         number, wire_type = key >> 3, key & 7
+        if number == 0:  # reserved: no message has it, and a run of zero bytes would read as nothing but field 0
+            raise ValueError("field number 0")
         value: int | bytes
         if wire_type == 0:
             value, at = _read_varint(data, at)
