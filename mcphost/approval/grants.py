@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from mcphost.activity.record import utc_now
 from mcphost.activity.redact import valid_text
-from mcphost.activity.writer import LockHeld, flock_within
+from mcphost.activity.writer import LockHeld, flock_within, lock_holder
 from mcphost.approval.prompt import GrantInfo, GrantMatch
-from mcphost.config.state import read_state, state_path, write_state
+from mcphost.config.state import read_state, set_aside, state_path, state_to_update, write_state
 from mcphost.policy import ArgCondition, ConditionKind
 
 logger = logging.getLogger(__name__)
@@ -173,36 +173,72 @@ class Grant:
 
     @classmethod
     def from_state(cls, entry: Any) -> Grant | None:
-        if not isinstance(entry, dict):
+        """The `always` grant an entry of the state file's `grants` is, or None for one `grant_problem` refuses."""
+        if grant_problem(entry) is not None:
             return None
-        try:
-            match = GrantMatch(entry.get("match", GrantMatch.TOOL.value))
-        except ValueError:
-            return None  # a kind this version does not know: never read it as "any arguments"
-        pattern = entry.get("pattern")
-        if match is GrantMatch.PATTERN and pattern_problem(pattern) is not None:
-            return None
-        digest, salt = entry.get("digest"), entry.get("salt")
-        if match is GrantMatch.ARGUMENTS and not (isinstance(digest, str) and isinstance(salt, str)):
-            return None
-        preview = entry.get("arguments_preview")
-        try:
-            return cls(
-                scope="always",
-                server=str(entry["server"]),
-                tool=str(entry["tool"]),
-                variant=str(entry["variant"]),
-                fingerprint=str(entry["fingerprint"]),
-                granted_at=str(entry.get("granted_at", "")),
-                approver=entry.get("approver"),
-                match=match,
-                pattern=dict(pattern) if match is GrantMatch.PATTERN and isinstance(pattern, dict) else None,
-                digest=digest if match is GrantMatch.ARGUMENTS else None,
-                salt=salt if match is GrantMatch.ARGUMENTS else None,
-                arguments_preview=preview if isinstance(preview, str) else None,
-            )
-        except KeyError:
-            return None
+        match = GrantMatch(entry.get("match", GrantMatch.TOOL.value))
+        return cls(
+            scope="always",
+            server=entry["server"],
+            tool=entry["tool"],
+            variant=entry["variant"],
+            fingerprint=entry["fingerprint"],
+            granted_at=entry.get("granted_at", ""),
+            approver=entry.get("approver"),
+            match=match,
+            pattern=dict(entry["pattern"]) if match is GrantMatch.PATTERN else None,
+            digest=entry["digest"] if match is GrantMatch.ARGUMENTS else None,
+            salt=entry["salt"] if match is GrantMatch.ARGUMENTS else None,
+            arguments_preview=entry.get("arguments_preview"),
+        )
+
+
+# An entry of the state file's `grants`: the keys it must have, and those it may have, all strings (`pattern` aside).
+# A hand edit that gives one another type (`approver = 5`, an unquoted date) is no grant: taken as it was, it failed
+# every call to its tool, `mcphost grants list` and `revoke`, far from the file.
+GRANT_TEXT = ("server", "tool", "variant", "fingerprint")
+GRANT_OPTIONAL_TEXT = ("scope", "match", "granted_at", "session_id", "approver", "digest", "salt", "arguments_preview")
+
+
+def _a(name: str) -> str:
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"
+
+
+def _text_table(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def grant_problem(entry: Any) -> str | None:
+    """Why an entry of the state file's `grants` is no grant this version can hold to, or None. Strict: a value of
+    another type is never converted (5 is not "5", true is not a string)."""
+    if not isinstance(entry, dict):
+        return f"{_a(type(entry).__name__)}, not a table"
+    for key in GRANT_TEXT:
+        if key not in entry:
+            return f"it has no {key}"
+    for key in (*GRANT_TEXT, *GRANT_OPTIONAL_TEXT):
+        if key in entry and not isinstance(entry[key], str):
+            return f"its {key} is {_a(type(entry[key]).__name__)}, not a string"
+    if entry.get("scope", "always") != "always":
+        return f'its scope is "{entry["scope"][:50]}": the state file holds "always" grants only'
+    try:
+        match = GrantMatch(entry.get("match", GrantMatch.TOOL.value))
+    except ValueError:
+        # A kind this version does not know: never read as "any arguments".
+        return f'its match "{entry["match"][:50]}" is a kind this version of mcphost does not know'
+    pattern = entry.get("pattern")
+    if "pattern" in entry and not _text_table(pattern):
+        return "its pattern is not a table of argument names and globs (strings)"
+    if match is GrantMatch.PATTERN:
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            return f"match = pattern, and {problem}"
+    if match is GrantMatch.ARGUMENTS:
+        if "digest" not in entry or "salt" not in entry:
+            return "match = arguments needs both digest and salt"
+        if not entry["salt"].isascii():
+            return "its salt is not ASCII"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +291,11 @@ def select(grants: list[Grant], ids: list[str], tool: str | None, everything: bo
 class GrantStore:
     """Session grants in memory, `always` grants in the state file (shared with `mcphost grants`)."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, lock_wait: float | None = None) -> None:
         self.path = path or state_path()
+        # How long a change waits for another process to let go of the state file's lock. None: LOOP_LOCK_WAIT_S,
+        # as the daemon's store (host.py) takes it on its event loop.
+        self.lock_wait = lock_wait
         self._session: list[Grant] = []
         self._always: list[Grant] = []
         self._signature: tuple[int, int, int] | None = None
@@ -279,16 +318,23 @@ class GrantStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with lock_state(self.path):
+        with lock_state(self.path, LOOP_LOCK_WAIT_S if self.lock_wait is None else self.lock_wait):
             self._signature = None  # another process may have written since we last looked
             self._refresh()
             yield
 
     def _save_always(self, grants: list[Grant]) -> None:
         """Write `grants` as the remembered ones, then hold them: a list the file could not take is not kept, for a
-        grant in force must be one on record there."""
-        state = read_state(self.path)
-        state["grants"] = [g.to_state() for g in grants]
+        grant in force must be one on record there. What the file holds that cannot be read is never written over:
+        a file that cannot be used is moved aside first (state_to_update), and entries of `grants` that are no
+        grant (a hand edit's typo, a kind a later version wrote) stay as they are, ignored."""
+        state = state_to_update(self.path)
+        entries = state.get("grants", [])
+        if not isinstance(entries, list):
+            set_aside(self.path, f"its grants are a {type(entries).__name__}, not a list of grants")
+            state, entries = {}, []
+        unread = [entry for entry in entries if Grant.from_state(entry) is None]
+        state["grants"] = [g.to_state() for g in grants] + unread
         if not state["grants"]:
             del state["grants"]
         write_state(state, self.path)
@@ -313,7 +359,17 @@ class GrantStore:
     ) -> Lookup:
         found = find_grant(self.all(), session_id, server, tool, variant, fp, arguments, matches)
         if found.stale:
-            self.remove(found.stale)
+            try:
+                self.remove(found.stale)
+            except OSError as exc:
+                # A stale grant covers nothing (its fingerprint is not the tool's): the call goes on, and the next
+                # lookup drops it again. Its lock held by a stopped process failed every call to the tool.
+                logger.warning(
+                    "could not drop %d stale remembered approval(s) from %s (%s); they are not used",
+                    len(found.stale),
+                    self.path,
+                    exc.strerror or exc,
+                )
         return found
 
     def add(self, grant: Grant) -> None:
@@ -346,36 +402,70 @@ def read_always(path: Path) -> list[Grant]:
         # A hand edit (`grants = 5`): no grant can be read from it, and none is taken as given.
         logger.warning("ignoring grants in %s: a %s, not a list of grants", path, type(entries).__name__)
         entries = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
         grant = Grant.from_state(entry)
         if grant is None:
-            logger.warning("ignoring a malformed grant in %s: %r", path, entry)
+            # Named by its place and its tool, not printed whole: a hand edit's value may be megabytes long.
+            tool = ""
+            if isinstance(entry, dict) and isinstance(entry.get("server"), str) and isinstance(entry.get("tool"), str):
+                tool = f" ({entry['server'][:100]}:{entry['tool'][:100]})"
+            logger.warning(
+                "ignoring a malformed grant in %s: grants[%d]%s: %s; it is not in force, and stays in the file as it"
+                " is (fix or delete it there)",
+                path,
+                index,
+                tool,
+                grant_problem(entry),
+            )
         else:
             grants.append(grant)
     return grants
 
 
 # How long a change to the grants waits for another process to let go of the state file (its holders keep it for
-# one read and one atomic write).
+# one read and one atomic write): in a process of its own (`mcphost grants revoke`)...
 STATE_LOCK_WAIT_S = 3.0
+# ... and in the daemon, which takes it on its event loop: every agent and editor waits as long. A process stopped
+# while it held the lock (Ctrl-Z on a `mcphost grants revoke`) froze them all for the 3 s, at every change.
+LOOP_LOCK_WAIT_S = 0.1
+
+
+class StateLocked(LockHeld):
+    """The state file's lock held by another process past the wait: the lock file, and who holds it."""
+
+    def __init__(self, fd: int, waited: float, lock: Path) -> None:
+        super().__init__(fd, waited)
+        holder = lock_holder(fd)
+        self.lock = lock
+        self.waited = waited
+        self.holder_pid = holder[0] if holder else None
+        self.who = f"process {holder[0]} ({holder[1]})" if holder else "another process"
+        self.strerror = f"its lock {lock.name} is held by {self.who}, which has not let go of it for {waited:g} s"
+        self.filename = str(lock)
+        self.remedy = (
+            f"resume or end {'that process' if holder else 'it'} (a process stopped with Ctrl-Z or held in a"
+            " debugger keeps the lock), then try again"
+        )
 
 
 @contextlib.contextmanager
-def lock_state(path: Path) -> Iterator[None]:
-    """One read-modify-write of the state file at a time, across processes (the daemon, `mcphost grants`)."""
+def lock_state(path: Path, wait: float = STATE_LOCK_WAIT_S) -> Iterator[None]:
+    """One read-modify-write of the state file at a time, across processes (the daemon, `mcphost grants`).
+    StateLocked when another process holds it for longer than `wait` seconds."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = path.with_name(path.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        # Bounded: the daemon takes it on its event loop, and a process stopped while it held it (Ctrl-Z on a
-        # `mcphost grants revoke`) would freeze every agent and editor.
-        if not flock_within(fd, STATE_LOCK_WAIT_S):
-            raise LockHeld(fd, STATE_LOCK_WAIT_S)
+        # Bounded: a process stopped while it held it would hold up this one for good.
+        if not flock_within(fd, wait):
+            raise StateLocked(fd, wait, lock)
         yield
     finally:
         os.close(fd)
 
 
 def revoke_in_file(path: Path, ids: list[str], tool: str | None, everything: bool) -> list[Grant]:
-    """`mcphost grants revoke` with no daemon to ask: edit the state file directly."""
-    store = GrantStore(path)
+    """`mcphost grants revoke` with no daemon to ask: edit the state file directly (a process of its own, which
+    may wait longer for the lock than the daemon)."""
+    store = GrantStore(path, lock_wait=STATE_LOCK_WAIT_S)
     return store.revoke(ids, tool, everything)

@@ -49,13 +49,35 @@ def state_path() -> Path:
     return data_dir() / "state.toml"
 
 
+# mcphost.config.state.ASIDE_MARK (a test keeps the two equal): a state file that could not be used is moved to
+# `state.toml.unreadable-<time>` before a new one is written, never written over.
+ASIDE_MARK = ".unreadable-"
+
+
 def _file_grants() -> list[dict[str, Any]]:
     path = state_path()
+    _say_set_aside(path)
     if not path.exists():
         return []
     from mcphost.approval.grants import read_always
 
     return [grant.info().model_dump(mode="json", exclude_none=True) for grant in read_always(path)]
+
+
+def _say_set_aside(path: Path) -> None:
+    """Name on stderr each state file set aside beside `path`: the approvals in it are not in force, and the daemon's
+    log, which said so when it moved it, may be long gone."""
+    try:
+        aside = sorted(path.parent.glob(f"{path.name}{ASIDE_MARK}*"))
+    except OSError:
+        return
+    for found in aside:
+        print(
+            f"mcphost: {safe(str(found))} is a state file that could not be used (a typo, or not yours alone), moved"
+            f" aside: the approvals in it are not listed and not in force; fix it and copy its [[grants]] into"
+            f" {path.name} to keep them, else delete it",
+            file=sys.stderr,
+        )
 
 
 def _revoke_in_file(ids: list[str], tool: str | None, everything: bool) -> list[dict[str, Any]]:
@@ -136,28 +158,57 @@ def run_revoke(args: argparse.Namespace) -> int:
     revoked: dict[str, dict[str, Any]] = {}
     requests = [{"ids": ids, "all": args.all}] + [{"tool": tool} for tool in tools]
     answers: list[dict[str, Any]] = []
+    unchanged: str | None = None  # why the state file could not be changed
     for params in requests:
         for answer in _ask_daemons(GRANTS_REVOKE, params):
             answers.append(answer)
             for grant in answer.get("revoked", []):
                 revoked[grant["id"]] = grant
+        if unchanged is not None:
+            continue
         # The state file too: no daemon may be running, and `always` grants outlive daemons.
-        for grant in _revoke_in_file(ids, params.get("tool"), args.all):
-            revoked.setdefault(grant["id"], grant)
+        try:
+            for grant in _revoke_in_file(ids, params.get("tool"), args.all):
+                revoked.setdefault(grant["id"], grant)
+        except OSError as exc:
+            # Its lock held by a stopped process, a full disk: said plainly, not as a traceback, and not done.
+            unchanged = _not_changed(exc)
     # A daemon that could not be asked may still hold a matching session approval: not done, whatever else was.
     unanswered = _unanswered(answers, "its session approvals may still be in force")
+    if unchanged is not None:
+        print(f"mcphost: {safe(unchanged)}", file=sys.stderr)
+    failed = bool(unanswered) or unchanged is not None
     if args.output == "json":
-        print_json({"revoked": list(revoked.values()), **({"unanswered": unanswered} if unanswered else {})})
-        return 1 if unanswered else 0
+        print_json(
+            {
+                "revoked": list(revoked.values()),
+                **({"unanswered": unanswered} if unanswered else {}),
+                **({"state_file_error": unchanged} if unchanged is not None else {}),
+            }
+        )
+        return 1 if failed else 0
     if not revoked:
-        print("No remembered approval matched; see `mcphost grants list`.")
+        if unchanged is None:
+            print("No remembered approval matched; see `mcphost grants list`.")
         return 1
     for grant in revoked.values():
         print(
             f"revoked {safe(grant['id'])} ({safe(grant['scope'])}) {safe(grant['server'])}:{safe(grant['tool'])} "
             f"{safe(grant['variant'])}"
         )
-    return 1 if unanswered else 0
+    return 1 if failed else 0
+
+
+def _not_changed(exc: OSError) -> str:
+    """What a revoke that could not change the state file says: which file, why, and what to do."""
+    from mcphost.approval.grants import StateLocked
+
+    path = state_path()
+    if isinstance(exc, StateLocked):
+        why = f"its lock {exc.lock} is held by {exc.who}, which has not let go of it for {exc.waited:g} s; {exc.remedy}"
+    else:
+        why = str(exc.strerror or exc)
+    return f"{path} was not changed: {why}. The approvals remembered in it are still in force"
 
 
 def _unanswered(answers: list[dict[str, Any]], so: str) -> list[dict[str, Any]]:
