@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from collections.abc import Callable
@@ -201,6 +200,9 @@ class Host:
     def reject(self, error: ConfigError, sha256: str | None = None) -> None:
         """Keep the config in force, and report `error` (a record, stderr, editors) until a save fixes it."""
         self.config_error = error
+        sha256 = sha256 or error.sha256
+        if sha256 is not None and self._watcher is not None:
+            self._watcher.seen(sha256)  # reported here (a broken file at start): the watch does not report it again
         details = {**error_details(error), "sha256": sha256}
         self.activity.append(ActivityRecord(type=RecordType.CONFIG_ERROR.value, details=details))
         print(
@@ -224,10 +226,10 @@ class Host:
             raise
         self.upstreams.apply(self._servers())
         if self._watch:
-            initial = None
-            with contextlib.suppress(OSError):
-                initial = self.loaded.path.read_bytes() if self.loaded.exists else None
-            self._watcher = ConfigWatcher(self.loaded.path, self.handle_config_event, initial)
+            # Seeded with the version loaded, not with a second read of the file: a save made while the upstreams
+            # started would look like the config in force, and never be applied. (And a plain read here, of a named
+            # pipe put in the file's place, would hold the daemon for good.)
+            self._watcher = ConfigWatcher.for_loaded(self.loaded, self.handle_config_event)
             self._tg = anyio.create_task_group()
             await self._tg.__aenter__()
             self._tg.start_soon(self._watcher.run, name="config-watcher")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mcphost import discovery
-from mcphost.cli.channel import STATUS, ask
-from mcphost.cli.common import add_output_flag, config_in_force, print_json, table_width
+from mcphost.cli.channel import CONFIG, STATUS, ask
+from mcphost.cli.common import INIT_HINT, add_output_flag, print_json, table_width
 from mcphost.console import Column, Table, ascii_only, safe, safe_lines
 from mcphost.discovery import NoDaemon
 
@@ -56,8 +57,41 @@ def _collect(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
             report.update(ask(info, "mcphost status", STATUS))
         except NoDaemon as exc:
             report["error"] = f"cannot ask it for its status: {exc}"
+        else:
+            report["config_file"] = _config_file(info, report.get("config_path"))
         reports.append(report)
     return reports
+
+
+def _config_file(info: dict[str, Any], path: Any) -> str:
+    """Where the config the daemon runs on comes from: "present" (its file is there), "removed" (the file is gone, and
+    the config the daemon last read from it stays in force, as it does while the file is deleted), "none" (no file,
+    and the built-in default is in force), "unknown" (no file, and the daemon did not say). The daemon is asked only
+    when the file is gone: whether it had read one is what this command cannot see."""
+    if not isinstance(path, str):
+        return "unknown"
+    if Path(path).exists():
+        return "present"
+    try:
+        shown = ask(info, "mcphost status", CONFIG)
+    except NoDaemon:
+        return "unknown"
+    exists = shown.get("exists") if isinstance(shown, dict) else None
+    if not isinstance(exists, bool):
+        return "unknown"
+    return "removed" if exists else "none"
+
+
+def _config_line(report: dict[str, Any]) -> str:
+    path = str(report.get("config_path"))
+    where = report.get("config_file", "present")
+    if where == "removed":
+        return f"{path} is gone; the config last read from it stays in force until the file is back"
+    if where == "none":
+        return f"none at {path}; using the built-in default ({INIT_HINT})"
+    if where == "unknown":
+        return f"none at {path} (the daemon did not say whether it keeps the config it last read, or the default)"
+    return path
 
 
 INDENT = "    "
@@ -92,7 +126,7 @@ def _describe(report: dict[str, Any], width: int | None = None) -> str:
     if api.get("url"):
         lines.append(f"  REST API        {safe(api['url'])}  (its own token: see the same file)")
     lines.append(f"  editor socket   {safe(report.get('editor_socket'))}")
-    lines.append(f"  config          {safe(config_in_force(str(report.get('config_path'))))}")
+    lines.append(f"  config          {safe(_config_line(report))}")
     if report.get("config_error"):
         error = safe_lines(str(report["config_error"])) + "\nthe last good config stays in force until it is fixed"
         lines.append("  config error    " + error.replace("\n", "\n                  "))

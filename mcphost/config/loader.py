@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import logging
@@ -39,6 +40,12 @@ class ConfigIssue:
 class ConfigError(Exception):
     file: Path
     issues: list[ConfigIssue] = field(default_factory=list)
+    # The text the issues were found in ("" for a file that could not be read; None: not known): what an editor's
+    # diagnostics place the issues in. Carried, so that nothing opens the file again to show them (a daemon that did,
+    # on its event loop, hung for good on a named pipe put in the file's place), and it is the text as it was read.
+    text: str | None = field(default=None, repr=False, compare=False)
+    # SHA-256 of the bytes read (None: none were): which version of the file the errors are about.
+    sha256: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         lines = [f"{self.file}: invalid config ({len(self.issues)} problem{'s' if len(self.issues) != 1 else ''})"]
@@ -67,37 +74,56 @@ _TOML_AT_END = re.compile(r"\s*\(at end of document\)")
 
 
 def decode_config(data: bytes, file: Path) -> str:
-    """The file's bytes as text; a file that is not UTF-8 is a ConfigError at its first bad byte."""
+    """The file's bytes as text; a file that is not UTF-8 is a ConfigError at its first bad byte. A UTF-8 byte order
+    mark at the start is taken off: Windows editors (Notepad before 2019, "UTF-8 with BOM" elsewhere) write one, TOML
+    has no place for it (tomllib calls it an "Invalid statement"), and an editor shows nothing there to fix."""
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         # Everything before the first bad byte decodes, so the position counts characters as an editor does.
         line, column = _position_after(data[: exc.start].decode("utf-8", "replace"))
-        message = f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x}: {exc.reason}); save it as UTF-8"
-        raise ConfigError(file, [ConfigIssue("", message, line, column)]) from None
+        utf16 = data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+        what = "; it starts with a UTF-16 byte order mark" if utf16 else ""
+        message = f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x}: {exc.reason}{what}); save it as UTF-8"
+        issue = ConfigIssue("", message, line, column)
+        raise ConfigError(file, [issue], text=data.decode("utf-8", "replace")) from None
 
 
 def parse_config(text: str, file: Path) -> Config:
+    """The config `text` holds (a byte order mark at its start aside, as `decode_config` takes it off); raises
+    ConfigError, carrying `text`."""
+    text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(file, [_syntax_issue(str(exc), text)]) from None
+        raise ConfigError(file, [_syntax_issue(str(exc), text)], text=text) from None
     except RecursionError:
         offset = _brackets_nest_past(text, MAX_NESTING)
         line, column = (1, 1) if offset is None else _position_after(text[:offset])
-        raise ConfigError(file, [ConfigIssue("", _TOO_DEEP, line, column)]) from None
+        raise ConfigError(file, [ConfigIssue("", _TOO_DEEP, line, column)], text=text) from None
     deep = _nested_past(data, MAX_NESTING)
     if deep is not None:
         shown = ".".join(deep[:8]) + (".…" if len(deep) > 8 else "")  # sixty-odd ".0"s tell no one more
-        raise ConfigError(file, [ConfigIssue(shown, _TOO_DEEP, *locate(text, deep))])
+        raise ConfigError(file, [ConfigIssue(shown, _TOO_DEEP, *locate(text, deep))], text=text)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(file, [_issue(error, text) for error in exc.errors()]) from None
+        raise ConfigError(file, [_issue(error, text) for error in exc.errors()], text=text) from None
 
 
 def parse_config_bytes(data: bytes, file: Path) -> Config:
-    return parse_config(decode_config(data, file), file)
+    """The config in the file's bytes; raises ConfigError, carrying the text and the bytes' SHA-256."""
+    try:
+        return parse_config(decode_config(data, file), file)
+    except ConfigError as exc:
+        exc.sha256 = hashlib.sha256(data).hexdigest()
+        raise
+
+
+def unreadable(file: Path, reason: str) -> ConfigError:
+    """The error for a config file that could not be read: no text, so its diagnostics stand at the file's start."""
+    return ConfigError(file, [ConfigIssue("", f"cannot read the file: {reason}")], text="")
 
 
 def _syntax_issue(error: str, text: str) -> ConfigIssue:
@@ -301,11 +327,11 @@ def load_config(override: str | Path | None = None, *, default: Callable[[], Con
     except FileNotFoundError:
         dangling = dangling_link(path)
         if dangling is not None:
-            raise ConfigError(path, [ConfigIssue("", dangling)]) from None
+            raise ConfigError(path, [ConfigIssue("", dangling)], text="") from None
         logger.debug("no config file at %s; the built-in default is in force", path)
         return LoadedConfig(default(), path, exists=False)
     except OSError as exc:
-        raise ConfigError(path, [ConfigIssue("", f"cannot read the file: {exc.strerror or exc}")]) from None
+        raise unreadable(path, str(exc.strerror or exc)) from None
     _warn_if_others_can_change(path, found)
     return LoadedConfig(parse_config_bytes(data, path), path, exists=True, sha256=hashlib.sha256(data).hexdigest())
 

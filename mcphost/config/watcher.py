@@ -28,7 +28,7 @@ from pathlib import Path
 import anyio
 
 from mcphost.config import dirwatch
-from mcphost.config.loader import ConfigError, ConfigIssue, LoadedConfig, dangling_link, parse_config_bytes
+from mcphost.config.loader import ConfigError, LoadedConfig, dangling_link, parse_config_bytes, unreadable
 from mcphost.paths import read_regular
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def _event(path: Path, snapshot: _Snapshot) -> ConfigEvent:
     if snapshot is None:
         return Missing(path)
     if isinstance(snapshot, _Unreadable):
-        return Rejected(ConfigError(path, [ConfigIssue("", f"cannot read the file: {snapshot.reason}")]))
+        return Rejected(unreadable(path, snapshot.reason))
     digest = _digest(snapshot)
     try:
         return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True, sha256=digest))
@@ -175,16 +175,43 @@ class _WatchPlan:
 
 
 class ConfigWatcher:
-    """Calls `on_event` for each settled change of the file's content (not for a save that left it byte-identical)."""
+    """Calls `on_event` for each settled change of the file's content (not for a save that left it byte-identical).
+
+    `initial` is the content in force (None: no file). What the file holds when the watch starts is compared with it,
+    so it must be what was loaded, not a second read: a save that landed between the load and the watch (a daemon
+    takes a second or so to start its upstreams) would be taken for the content in force, and never applied.
+    `for_loaded` makes one from the config in force, by its digest."""
 
     def __init__(self, path: Path, on_event: Callable[[ConfigEvent], None], initial: bytes | None) -> None:
         self.path = path
         self._on_event = on_event
-        self._digest = _digest(initial)
+        self._digest: str | None = _digest(initial)
         # Whether the content last seen was blank: emptying a file that had content is the suspicious case.
         self._blank = initial is not None and not initial.strip()
         self._changed = anyio.Event()
         self.stop = anyio.Event()
+
+    @classmethod
+    def for_loaded(cls, loaded: LoadedConfig, on_event: Callable[[ConfigEvent], None]) -> ConfigWatcher:
+        """A watcher on `loaded.path` whose baseline is the version `loaded` was read from (its sha256), so that
+        any other content found once the watch is in place is reported. A config with no digest of its file (made
+        by hand rather than read) takes what the file holds now, read as the watch reads it (a named pipe or a
+        device there is refused, never opened for reading)."""
+        watcher = cls(loaded.path, on_event, None)
+        if loaded.exists and loaded.sha256 is None:
+            snapshot = _read(loaded.path)
+            watcher._digest = _digest_of(snapshot)
+            watcher._blank = isinstance(snapshot, bytes) and not snapshot.strip()
+        elif loaded.exists:
+            watcher._digest = loaded.sha256
+            watcher._blank = loaded.sha256 == _EMPTY
+        return watcher
+
+    def seen(self, sha256: str) -> None:
+        """The version of the file with this digest has been dealt with (applied, or reported as invalid) by someone
+        else (a daemon that started on a broken file reports it itself): not reported again, unless the file changes
+        to it from something else."""
+        self._digest = sha256
 
     async def run(self) -> None:
         """Watch until `stop` is set."""
@@ -263,6 +290,9 @@ class ConfigWatcher:
 
 def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+_EMPTY = hashlib.sha256(b"").hexdigest()
 
 
 def _digest_of(snapshot: _Snapshot) -> str | None:

@@ -27,6 +27,7 @@ from mcphost.editor.connection import EditorConnection
 from mcphost.editor.diagnostics import config_diagnostics
 from mcphost.gateway.hooks import AgentToolGate
 from mcphost.intent import AgentToolUse
+from mcphost.paths import read_regular
 from mcphost.upstream.manager import UpstreamManager
 
 if TYPE_CHECKING:  # imported only by a host that exports
@@ -141,11 +142,7 @@ class EditorHub:
         path, error = self.config()
         if error is None:
             return path.resolve().as_uri(), []
-        try:
-            text = error.file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""
-        return error.file.resolve().as_uri(), config_diagnostics(error, text)
+        return error.file.resolve().as_uri(), config_diagnostics(error, _text_of(error))
 
     def _publish(self, connection: EditorConnection) -> None:
         uri, diagnostics = self._diagnostics()
@@ -181,6 +178,18 @@ class EditorHub:
         self.connections.pop(connection.id, None)
         if was_attached:
             self.status_changed()
+
+
+def _text_of(error: ConfigError) -> str:
+    """The text `error`'s issues were found in: the one it carries (the loader and the watcher give theirs). Else
+    the file's, read as the loader reads it: this runs on the daemon's event loop, where a plain open of a named pipe
+    put in the file's place would wait for a writer for good, every call and SIGTERM with it."""
+    if error.text is not None:
+        return error.text
+    try:
+        return read_regular(error.file).decode("utf-8", "replace").removeprefix("\ufeff")
+    except OSError:
+        return ""
 
 
 def _export_status(status: ExportStatus | None) -> p.ExportStatus | None:
