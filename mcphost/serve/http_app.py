@@ -24,6 +24,7 @@ from mcp.shared.inbound import (
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
 )
+from mcp_types import INTERNAL_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -32,8 +33,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcphost.pipes import dump_line, valid_id
 from mcphost.serve.activity_api import API_PATH, activity_endpoint
-from mcphost.serve.mcp_server import HttpCalls, modern_call, shortcut_call
-from mcphost.serve.stdio import shortcut_message, unusable_id
+from mcphost.serve.mcp_server import HttpCalls, modern_call, response_line, shortcut_call
+from mcphost.serve.stdio import STOPPED, shortcut_message, unusable_id
 from mcphost.serve.tokens import Secrets
 
 MCP_PATH = "/mcp"
@@ -175,6 +176,68 @@ _SSE_HEAD = [
 _PING = b": ping\r\n\r\n"
 
 
+def stopped_answer(request_id: Any) -> tuple[int, bytes]:
+    """The HTTP status and JSON-RPC error body that answer a tool call cut short by the daemon stopping (uvicorn's
+    wait for requests in flight ran out), as `mcphost mcp` answers one, in either era and whichever way the call came:
+    the agents' door (`_AgentsHttp`) or the ASGI way (`CallShortcut`)."""
+    error = {"code": INTERNAL_ERROR, "message": f"tools/call: {STOPPED}"}
+    return 200, response_line(request_id, "error", error).rstrip(b"\n")
+
+
+def stopped_event(body: bytes) -> bytes:
+    """`stopped_answer`'s body as the last event of an event stream its answer had begun."""
+    return b"event: message\r\ndata: " + body + b"\r\n\r\n"
+
+
+# A key of the request's scope: set once the call it carries was answered `stopped_answer` on the ASGI way, so that
+# the cancellation which cut it short ends with its task (`_AgentsFirst`), not as an app's failure (uvicorn's 500,
+# which it could no longer send, and a traceback).
+_TOLD_STOPPED = "mcphost.told_stopped"
+
+
+def _stopping() -> bool:
+    """Whether the request's own task is being cancelled: on the ASGI way only uvicorn does that, once its wait for
+    the requests in flight of a stopping daemon has run out (a client gone is a message, not a cancellation)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class _Sent:
+    """`send` for a call that a stopping daemon may cut short on the ASGI way, noting what of its answer went out:
+    whether the answer can still be `stopped_answer`, whole or as the last event of its stream."""
+
+    __slots__ = ("_send", "complete", "started", "stream")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = self.stream = self.complete = False
+
+    async def __call__(self, message: Message) -> None:
+        await self._send(message)
+        if message["type"] == "http.response.start":
+            self.started = True
+            (kind,) = first_values(message.get("headers") or [], b"content-type")
+            self.stream = kind is not None and kind.lower().startswith(_STREAM)
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+
+    async def tell_stopped(self, scope: Scope, request_id: Any) -> None:
+        """Answer the call `stopped_answer`, if its answer can still be given: none of it out yet, or an event stream
+        under way. Called as the call's cancellation goes by, which goes on up (the server is going: no wait but
+        uvicorn's own for a client that reads slowly, as its `send` waits)."""
+        if self.complete or (self.started and not self.stream):
+            return
+        status, body = stopped_answer(request_id)
+        if self.started:
+            await self._send({"type": "http.response.body", "body": stopped_event(body), "more_body": False})
+        else:
+            headers = [(b"content-type", _JSON), (b"content-length", str(len(body)).encode())]
+            await self._send({"type": "http.response.start", "status": status, "headers": headers})
+            await self._send({"type": "http.response.body", "body": body})
+        self.complete = True
+        scope[_TOLD_STOPPED] = True
+
+
 def accepts_both(raw: bytes | None) -> bool:
     """Whether an Accept header takes JSON and an event stream, read as the SDK reads it (`check_accept_headers`,
     wildcards included): a substring test would claim `application/jsonx` and turn away `*/*`."""
@@ -217,7 +280,10 @@ class CallShortcut:
     agent's client first; so is a 2026-era call that the agents' door claims (`claim_modern`), whose stream waits
     for `SSE_DEFER_S`. What this does not take (the handshake, listings, anything malformed or refused, and 2026-era
     requests that come the ASGI way) reaches the SDK as it came. The SDK's way costs a session task, an in-memory
-    stream and an event stream per call; on loopback that was most of a call's time."""
+    stream and an event stream per call; on loopback that was most of a call's time.
+
+    A call of either era that came the ASGI way (not the agents' door: it asked for no keep-alive, say) and that the
+    daemon's stopping cuts short is answered `stopped_answer`, as the door answers it, whoever was answering it."""
 
     def __init__(self, app: ASGIApp, manager: StreamableHTTPSessionManager, calls: HttpCalls) -> None:
         self.app = app
@@ -284,9 +350,7 @@ class CallShortcut:
                 # The SDK cancels what it runs for a session it ends; the calls answered here end with it too.
                 self.calls.closed(session, ended=transport is not None and transport.is_terminated)
             return
-        if raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self.app(scope, receive, send)
-            return
+        modern = raw_version is not None and raw_version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
         limit = self.manager.max_request_body_size
         body, complete = await _body(receive, limit)
         replay = _replaying(body, receive, complete)
@@ -294,6 +358,20 @@ class CallShortcut:
             await self.app(scope, replay, send)  # too large: the SDK says so
             return
         message = shortcut_message(body)
+        if modern:
+            # A 2026-era request that came the ASGI way (one that asks for no keep-alive, say): the SDK's to answer,
+            # but a call of it that the daemon's stopping cuts short is told so, as the agents' door tells it.
+            if message is not None and message.get("method") == "tools/call" and valid_id(message.get("id")):
+                sent = _Sent(send)
+                try:
+                    await self.app(scope, replay, sent)
+                except asyncio.CancelledError:
+                    if _stopping():
+                        await sent.tell_stopped(scope, message["id"])
+                    raise
+            else:
+                await self.app(scope, replay, send)
+            return
         if (message is None or not valid_id(message.get("id", ""))) and b'"id"' in body:
             refused = unusable_id(body)
             if refused is not None:  # the SDK takes it for a notification: 202, never run, never answered
@@ -309,7 +387,15 @@ class CallShortcut:
             return
         claim = self.claim(session, raw_version, raw_accept, message, raw_type)
         if claim is not None:
-            answer = await self.answer(claim, send)
+            # A call that came the ASGI way (it asked for no keep-alive, say), which the daemon's stopping cuts short:
+            # told so, as the agents' door tells it (`_AgentsHttp._answer`).
+            sent = _Sent(send)
+            try:
+                answer = await self.answer(claim, sent)
+            except asyncio.CancelledError:
+                if _stopping():
+                    await sent.tell_stopped(scope, claim.call[0])
+                raise
             if answer is not None:
                 status, whole = answer
                 headers = [(b"content-type", b"application/json"), (b"content-length", str(len(whole)).encode())]
@@ -645,6 +731,14 @@ class _AgentsFirst:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == MCP_PATH:
-            await self.mcp(scope, receive, send)
+            try:
+                await self.mcp(scope, receive, send)
+            except asyncio.CancelledError:
+                if not scope.get(_TOLD_STOPPED):
+                    raise
+                # A call cut short by the daemon stopping, its agent told why (`_Sent.tell_stopped`): the cancellation
+                # ends here with the request's task, as the agents' door ends it (`_AgentsHttp._answer`). Past here
+                # is only uvicorn's `run_asgi`, which would end it too, but as an app's failure, with a traceback.
+                return
         else:
             await self.rest(scope, receive, send)

@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import anyio
 import uvicorn
-from mcp_types import INTERNAL_ERROR
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
@@ -25,9 +24,18 @@ from mcphost import discovery
 from mcphost.host import Host
 from mcphost.pipes import read_in_chunks
 from mcphost.serve.activity_api import API_PATH
-from mcphost.serve.http_app import MAX_REQUEST_BODY, MCP_PATH, AgentsDoor, Claim, IdleTimer, build_http_app
-from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server, response_line
-from mcphost.serve.stdio import STOPPED, CallCut
+from mcphost.serve.http_app import (
+    MAX_REQUEST_BODY,
+    MCP_PATH,
+    AgentsDoor,
+    Claim,
+    IdleTimer,
+    build_http_app,
+    stopped_answer,
+    stopped_event,
+)
+from mcphost.serve.mcp_server import HttpCalls, Sessions, build_server
+from mcphost.serve.stdio import CallCut
 from mcphost.serve.tokens import Secrets
 
 logger = logging.getLogger(__name__)
@@ -317,12 +325,11 @@ class _AgentsHttp(HttpToolsProtocol):
         stream its answer had begun (written as uvicorn writes a chunk: no wait, the server is going)."""
         if cycle.disconnected or cycle.response_complete:
             return
-        error = {"code": INTERNAL_ERROR, "message": f"tools/call: {STOPPED}"}
-        body = response_line(claim.call[0], "error", error).rstrip(b"\n")
+        status, body = stopped_answer(claim.call[0])
         if not cycle.response_started:
-            self._write_answer(cycle, 200, body)
+            self._write_answer(cycle, status, body)
         elif cycle.chunked_encoding:
-            event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+            event = stopped_event(body)
             self.transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
             cycle.response_complete = True
 
