@@ -380,6 +380,10 @@ class ActivityLog:
     # ---- failures
 
     def _report(self, exc: OSError, *, close: bool = True) -> None:
+        # The file the error is about: a rotation's rename names the rotated file second (activity.jsonl.1 made a
+        # directory), which the person is to fix, not the live log.
+        named = exc.filename2 if exc.filename2 is not None else exc.filename
+        where = Path(os.fsdecode(named)) if isinstance(named, str | bytes) else self.path
         if isinstance(exc, LockHeld | UnsafeLogDir):
             self._remedy = exc.remedy
         elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -398,8 +402,7 @@ class ActivityLog:
             )
         else:
             self._remedy = (
-                f"make {self.path} a file this user can write (not a directory or a named pipe, not read-only or "
-                "immutable)"
+                f"make {where} a file this user can write (not a directory or a named pipe, not read-only or immutable)"
             )
         if self.settings.on_failure == "refuse":
             consequence = f"calls are refused (AUDIT_UNAVAILABLE) until it can be written again: {self._remedy}"
@@ -407,7 +410,8 @@ class ActivityLog:
             consequence = (
                 f'calls go on ([log] on_failure = "continue"), their records held in memory (up to {BACKLOG_LIMIT})'
             )
-        message = f"cannot write the activity log {self.path}: {exc.strerror or exc}; {consequence}"
+        about = f" ({where})" if where != self.path else ""
+        message = f"cannot write the activity log {self.path}: {exc.strerror or exc}{about}; {consequence}"
         if message != self.last_error:
             print(f"mcphost: ERROR: {message}", file=sys.stderr, flush=True)
         self.last_error = message

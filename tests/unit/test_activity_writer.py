@@ -4,6 +4,7 @@ import asyncio
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -308,3 +309,22 @@ def test_a_rotation_outrun_by_another_writer_appends_to_the_live_file(
     assert [r.get("tool") for r in live if r["server"] == "first"] == ["last"], "the record is in the live file"
     for rotated in tmp_path.glob("activity.jsonl.*"):
         assert rotated.stat().st_size <= 2000, f"{rotated.name} grew after it was rotated"
+
+
+def test_a_rotation_that_cannot_rename_names_the_file_to_fix_not_the_live_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A directory where the rotated file goes: the error named the live log ("activity.jsonl: Is a directory"),
+    # and its remedy sent the person to fix a file that was fine.
+    live = tmp_path / "activity.jsonl"
+    (tmp_path / "activity.jsonl.1").mkdir()
+    log = ActivityLog(live, LogSettings(fsync=False, max_bytes=300, on_failure="continue"))
+    for n in range(10):
+        log.append(ActivityRecord(server="s", details={"n": n, "pad": "x" * 100}))
+    assert log.last_error is not None, "the rotation failed"
+    # The directory is shifted along with the rotated files until a file is to be renamed onto it.
+    named = re.search(r"\((\S+activity\.jsonl\.\d)\)", log.last_error)
+    assert named is not None and Path(named[1]).is_dir(), log.last_error
+    assert f"make {named[1]} a file" in log.remedy
+    assert named[1] in capsys.readouterr().err
+    log.close()
