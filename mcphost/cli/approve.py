@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -132,7 +133,8 @@ async def _approve(info: dict[str, Any], style: Style, *, once: bool, script: Sc
     ) as client:
         # The daemon handles messages in order: once it answers this, it has us down as an approver.
         status = await client.request(p.STATUS)
-        config = config_in_force(str(status.get("config_path")))
+        path = str(status.get("config_path"))
+        config = config_in_force(path, await _config_file(client, path))
         approver.say(
             f"mcphost approve: attached to the daemon {safe(info.get('pid'))}\n  config: {safe(config)}\n"
             "Waiting for permission prompts; end of input (Ctrl-D) or Ctrl-C detaches."
@@ -159,3 +161,16 @@ async def _approve(info: dict[str, Any], style: Style, *, once: bool, script: Sc
     elif why == "once":
         approver.say("mcphost approve: one prompt answered (--once); detached")
     return 0
+
+
+async def _config_file(client: Any, path: str) -> str:
+    """Where the daemon's config comes from (see `config_in_force`): the daemon is asked only when the file is gone,
+    since whether it had read one is what this command cannot see."""
+    if await asyncio.to_thread(os.path.exists, path):  # a stat; the file itself is not opened
+        return "present"
+    try:
+        shown = await client.request(p.CONFIG)
+    except Exception:  # an older daemon, or one going away: said as not known
+        return "unknown"
+    exists = shown.get("exists") if isinstance(shown, dict) else None
+    return "unknown" if not isinstance(exists, bool) else "removed" if exists else "none"

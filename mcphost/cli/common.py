@@ -83,12 +83,17 @@ def for_terminal(message: str) -> str:
 INIT_HINT = "`mcphost config init` writes a commented starter there"
 
 
-def config_in_force(path: str | Path) -> str:
-    """The config file as a person should read it: its path, or that there is none and the built-in default is in
-    force."""
-    if Path(path).exists():
-        return str(path)
-    return f"none at {path}; using the built-in default ({INIT_HINT})"
+def config_in_force(path: str | Path, where: str = "present") -> str:
+    """The config a daemon runs on, as a person should read it, by where it comes from: "present" (its file),
+    "removed" (the file is gone, and the config the daemon last read from it stays in force), "none" (no file: the
+    built-in default), "unknown" (no file, and the daemon did not say which)."""
+    if where == "removed":
+        return f"{path} is gone; the config last read from it stays in force until the file is back"
+    if where == "none":
+        return f"none at {path}; using the built-in default ({INIT_HINT})"
+    if where == "unknown":
+        return f"none at {path} (the daemon did not say whether it keeps the config it last read, or the default)"
+    return str(path)
 
 
 def print_json(value: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from mcphost import discovery
 from mcphost.cli.channel import CONFIG, STATUS, ask
-from mcphost.cli.common import INIT_HINT, add_output_flag, print_json, table_width
+from mcphost.cli.common import add_output_flag, config_in_force, print_json, table_width
 from mcphost.console import Column, Table, ascii_only, safe, safe_lines
 from mcphost.discovery import NoDaemon
 
@@ -83,15 +83,7 @@ def _config_file(info: dict[str, Any], path: Any) -> str:
 
 
 def _config_line(report: dict[str, Any]) -> str:
-    path = str(report.get("config_path"))
-    where = report.get("config_file", "present")
-    if where == "removed":
-        return f"{path} is gone; the config last read from it stays in force until the file is back"
-    if where == "none":
-        return f"none at {path}; using the built-in default ({INIT_HINT})"
-    if where == "unknown":
-        return f"none at {path} (the daemon did not say whether it keeps the config it last read, or the default)"
-    return path
+    return config_in_force(str(report.get("config_path")), str(report.get("config_file", "present")))
 
 
 INDENT = "    "

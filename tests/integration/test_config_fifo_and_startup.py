@@ -217,3 +217,22 @@ def test_every_command_reads_a_config_saved_with_a_byte_order_mark_as_the_daemon
     assert shown.returncode == 0, shown.stderr
     assert 'write = "deny"' in shown.stdout.splitlines()
     assert load_config(sandbox.config).sha256 == hashlib.sha256(data).hexdigest()
+
+
+async def test_approve_says_the_deleted_config_stays_in_force_as_status_does(tmp_path: Path) -> None:
+    from mcphost.cli.approve import _config_file
+    from mcphost.cli.common import config_in_force
+
+    class Client:
+        def __init__(self, exists: object) -> None:
+            self.exists = exists
+
+        async def request(self, method: str) -> object:
+            return {"exists": self.exists}
+
+    path = str(tmp_path / "config.toml")
+    assert "stays in force" in config_in_force(path, await _config_file(Client(True), path))
+    assert "built-in default" in config_in_force(path, await _config_file(Client(False), path))
+    assert "did not say" in config_in_force(path, await _config_file(Client("yes"), path))
+    (tmp_path / "config.toml").write_text("", encoding="utf-8")
+    assert config_in_force(path, await _config_file(Client(False), path)) == path
