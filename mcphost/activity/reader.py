@@ -238,7 +238,7 @@ def parse_entry(line: bytes) -> tuple[Record | None, bytes | None]:
     value, exact = _lenient(line)
     if not isinstance(value, dict):
         return None, None
-    # Strict JSON as it is (an integer past 64 bits, a lone surrogate's escape): passed on as the line says it.
+    # An integer kept as its digits would be written again as text: the line, strict JSON as it is, says it right.
     return value, line if exact else None
 
 
@@ -296,17 +296,26 @@ def listed_parser() -> Callable[[bytes], tuple[Record | None, bytes | None]]:
 
 
 def _lenient(line: bytes) -> tuple[Any, bool]:
-    """The value on `line`, and whether the line is strict JSON as it is. NaN and Infinity are not JSON; a
+    """The value on `line`, and whether the line is to be passed on as it is (strict JSON holding an integer kept as
+    its digits, which the value would write as text). NaN and Infinity are not JSON; a
     hand-edited line with them is read with nulls instead. The standard parser also takes what orjson refuses:
     integers past 64 bits, lone surrogates in escapes; an integer past Python's 4300 digits is kept as its digits
     (msgspec, which a listing reads with, takes it: a record that one reader lists, every reader lists)."""
     replaced: list[str] = []
+    kept: list[str] = []
 
     def constant(name: str) -> None:
         replaced.append(name)
 
+    def any_size(digits: str) -> int | str:
+        number = _int_any_size(digits)
+        if isinstance(number, str):
+            kept.append(number)
+        return number
+
     try:
-        return json.loads(line, parse_constant=constant, parse_int=_int_any_size), not replaced
+        value = json.loads(line, parse_constant=constant, parse_int=any_size)
+        return value, bool(kept) and not replaced
     except UnicodeDecodeError:
         pass
     except RecursionError:  # absurd nesting
