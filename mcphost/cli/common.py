@@ -83,10 +83,13 @@ def for_terminal(message: str) -> str:
 INIT_HINT = "`mcphost config init` writes a commented starter there"
 
 
-def config_in_force(path: str | Path, where: str = "present") -> str:
+def config_in_force(path: str | Path, where: str | None = None) -> str:
     """The config a daemon runs on, as a person should read it, by where it comes from: "present" (its file),
     "removed" (the file is gone, and the config the daemon last read from it stays in force), "none" (no file: the
-    built-in default), "unknown" (no file, and the daemon did not say which)."""
+    built-in default), "unknown" (no file, and the daemon did not say which). None: "present" or "none", by whether
+    the file is there."""
+    if where is None:
+        where = "present" if Path(path).exists() else "none"
     if where == "removed":
         return f"{path} is gone; the config last read from it stays in force until the file is back"
     if where == "none":
