@@ -595,3 +595,21 @@ def lock_held_by_another_process(path: Path) -> Iterator[subprocess.Popen[str]]:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(10)
+
+
+class FakeHub:
+    """What an editor connection (and the listener) use of the daemon's hub, and no more: an attached connection is
+    marked so, a detached one forgotten."""
+
+    def __init__(self) -> None:
+        self.connections: dict[str, Any] = {}
+        self.socket_path: Path | None = None
+
+    def attach(self, connection: Any) -> None:
+        connection.attached = True
+
+    def detach(self, connection: Any) -> None:
+        self.connections.pop(connection.id, None)
+
+    def status_changed(self) -> None:
+        pass

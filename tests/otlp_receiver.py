@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -58,7 +58,37 @@ class Exported:
         return attributes_of(self.item.attributes)
 
 
-class OtlpReceiver:
+class LocalHttpServer:
+    """An HTTP server on 127.0.0.1 in a thread of its own, for the duration of a `with`: `_handler()` is its handler
+    class, `_closing()` what to let go of before it shuts down."""
+
+    def _start(self) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    def _closing(self) -> None:
+        pass
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._closing()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class OtlpReceiver(LocalHttpServer):
     def __init__(self) -> None:
         self.mode = OK
         self.script: list[str] = []  # answers for the next requests, before `mode`
@@ -69,23 +99,10 @@ class OtlpReceiver:
         self._lock = threading.Lock()
         self._spans: list[Exported] = []
         self._logs: list[Exported] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._start()
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> OtlpReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+    def _closing(self) -> None:
         self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
 
     def spans(self) -> list[Exported]:
         with self._lock:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcphost.approval.terminal import needs_typed_confirmation
 from mcphost.approval.terminal_approver import StdinLines, TerminalApprover
-from mcphost.cli.common import config_in_force, fail
+from mcphost.cli.common import config_file_said, config_in_force, fail
 from mcphost.console import detect_style, safe, safe_lines
 from mcphost.editor import protocol as p
 from mcphost.editor.client import NoDaemon, attached, pick_daemon
@@ -172,5 +172,4 @@ async def _config_file(client: Any, path: str) -> str:
         shown = await client.request(p.CONFIG)
     except Exception:  # an older daemon, or one going away: said as not known
         return "unknown"
-    exists = shown.get("exists") if isinstance(shown, dict) else None
-    return "unknown" if not isinstance(exists, bool) else "removed" if exists else "none"
+    return config_file_said(shown)

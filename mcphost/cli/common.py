@@ -99,6 +99,13 @@ def config_in_force(path: str | Path, where: str | None = None) -> str:
     return str(path)
 
 
+def config_file_said(shown: object) -> str:
+    """Where a daemon's config comes from when its file is gone (see `config_in_force`), by its answer to
+    `mcphost/config`: "removed" when it still runs on the file it read, "none" when on the built-in default."""
+    exists = shown.get("exists") if isinstance(shown, dict) else None
+    return "unknown" if not isinstance(exists, bool) else "removed" if exists else "none"
+
+
 def print_json(value: Any) -> None:
     # What JSON leaves as it is inside a string, yet a terminal acts on (C1 controls, such as CSI) or a reader is
     # misled by (bidi overrides, zero-width marks), and lone surrogates: written as their escapes.

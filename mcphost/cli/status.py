@@ -9,7 +9,7 @@ from typing import Any
 
 from mcphost import discovery
 from mcphost.cli.channel import CONFIG, STATUS, ask
-from mcphost.cli.common import add_output_flag, config_in_force, print_json, table_width
+from mcphost.cli.common import add_output_flag, config_file_said, config_in_force, print_json, table_width
 from mcphost.console import Column, Table, ascii_only, safe, safe_lines
 from mcphost.discovery import NoDaemon
 
@@ -76,10 +76,7 @@ def _config_file(info: dict[str, Any], path: Any) -> str:
         shown = ask(info, "mcphost status", CONFIG)
     except NoDaemon:
         return "unknown"
-    exists = shown.get("exists") if isinstance(shown, dict) else None
-    if not isinstance(exists, bool):
-        return "unknown"
-    return "removed" if exists else "none"
+    return config_file_said(shown)
 
 
 def _config_line(report: dict[str, Any]) -> str:

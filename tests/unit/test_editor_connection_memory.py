@@ -11,20 +11,7 @@ from typing import Any
 import pytest
 
 from mcphost.editor.connection import EditorConnection
-
-
-class _Hub:
-    def __init__(self) -> None:
-        self.connections: dict[str, Any] = {}
-
-    def attach(self, connection: Any) -> None:
-        connection.attached = True
-
-    def detach(self, connection: Any) -> None:
-        self.connections.pop(connection.id, None)
-
-    def status_changed(self) -> None:
-        pass
+from tests.helpers import FakeHub
 
 
 class _Reader:
@@ -53,7 +40,7 @@ def _framed(message: dict[str, Any]) -> bytes:
 async def test_notifications_leave_nothing_behind_and_a_closed_connection_is_freed() -> None:
     # pygls filed a future per notification whose handler is a generator ($/setTrace, didOpen) and never took it
     # out: an editor grew the daemon by 1.8 KB per 70-byte message, for good (its protocol outlived it in a cache).
-    hub = _Hub()
+    hub = FakeHub()
     connection = EditorConnection(hub, "socket")  # type: ignore[arg-type]
     hub.connections[connection.id] = connection
     notices = [

@@ -12,23 +12,7 @@ from typing import Any
 import pytest
 
 from mcphost.editor import listener
-
-
-class _Hub:
-    """What the listener and a connection use of the hub, and no more."""
-
-    def __init__(self) -> None:
-        self.connections: dict[str, Any] = {}
-        self.socket_path: Path | None = None
-
-    def attach(self, connection: Any) -> None:
-        connection.attached = True
-
-    def detach(self, connection: Any) -> None:
-        self.connections.pop(connection.id, None)
-
-    def status_changed(self) -> None:
-        pass
+from tests.helpers import FakeHub
 
 
 def _framed(message: dict[str, Any]) -> bytes:
@@ -50,7 +34,7 @@ async def test_a_connection_that_does_not_attach_in_time_is_closed_and_frees_its
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("MCPHOST_RUNTIME_DIR", str(runtime))
     monkeypatch.setattr(listener, "HANDSHAKE_SECONDS", 0.3)
-    hub = _Hub()
+    hub = FakeHub()
     async with listener.listening(hub) as path:  # type: ignore[arg-type]
         idle_reader, idle_writer = await asyncio.open_unix_connection(path)
         editor_reader, editor_writer = await asyncio.open_unix_connection(path)

@@ -13,7 +13,7 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -24,6 +24,7 @@ from mcphost.activity.export import ExportSettings, OtlpExporter, RetryPolicy
 from mcphost.activity.record import ActivityRecord
 from mcphost.config.models import EXPORTED_RECORD_TYPES
 from tests.helpers import poll
+from tests.otlp_receiver import LocalHttpServer
 
 FAST = RetryPolicy(initial=0.05, max_delay=0.2, jitter=0)
 
@@ -40,7 +41,7 @@ class Answered:
     client_left: bool  # the client closed the connection before the whole answer was sent
 
 
-class HostileCollector:
+class HostileCollector(LocalHttpServer):
     """Answers each POST by `mode`: OK (an empty ExportServiceResponse, which is all an OTLP success needs), HUGE (200
     with a 64 MiB body of zeros), DRIP_HEAD (an OK answer one byte every DRIP_EVERY seconds, from its status line on),
     DRIP_BODY (headers at once, then a 1000-byte body one byte at a time). What each answer got out is in `answers`."""
@@ -51,23 +52,10 @@ class HostileCollector:
         self.requests = threading.Event()  # a request came in
         self.answered = threading.Condition()
         self.stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._start()
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> HostileCollector:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+    def _closing(self) -> None:
         self.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
 
     def wait_answers(self, count: int, limit: float = 5) -> list[Answered]:
         """Blocks until `count` answers are over (sent whole, or cut off by the client)."""
