@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcphost import __version__, discovery
 from mcphost.cli.common import add_output_flag, for_terminal, load_or_exit, print_json, require_utf8
+from mcphost.cli.waiting import WaitWatch
 from mcphost.console import safe, safe_lines
 from mcphost.intent import DataSensitivity, ToolVariant
 from mcphost.paths import config_path
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcphost: calling through the daemon {target['pid']}", file=sys.stderr, flush=True)
         session = McpSession(target["mcp"]["url"], dict(target["mcp"].get("headers") or {}), CALL_CLIENT)
         try:
-            result = session.call_once(variant.value, arguments)
+            with WaitWatch(target, args.name, _say):
+                result = session.call_once(variant.value, arguments)
         except (KeyboardInterrupt, Ended) as cut:
             # The session has told the daemon, if it could: the call is cancelled there, a prompt for it withdrawn.
             said, code = (f"ended by {cut}", 128 + cut.signum) if isinstance(cut, Ended) else ("interrupted", 130)
@@ -96,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             return _print_daemon_result(result, args.output)
     return _in_process(args, variant, arguments)
+
+
+def _say(text: str) -> None:
+    print(f"mcphost: {text}", file=sys.stderr, flush=True)
 
 
 def _in_process(args: argparse.Namespace, variant: ToolVariant, arguments: dict[str, Any]) -> int:

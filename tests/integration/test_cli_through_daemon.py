@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -176,15 +177,25 @@ async def test_ctrl_c_or_an_ending_signal_withdraws_a_call_waiting_for_a_person(
             assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"] * (turn + 1), signum
 
 
-async def test_a_call_cut_short_while_the_daemon_is_stopped_is_withdrawn_once_it_runs_again(sandbox: Sandbox) -> None:
+async def test_a_waiting_call_says_what_it_waits_for_and_is_withdrawn_once_a_stopped_daemon_runs_again(
+    sandbox: Sandbox,
+) -> None:
     sandbox.write_config(sandbox.probe_server())
     async with daemon(sandbox) as d, editor(d.editor_socket, never()) as ed:
         async with a_write_waiting_for_a_person(sandbox, ed) as process:
+            assert process.stderr is not None
+            said = await anyio.to_thread.run_sync(lambda: _stderr_until(process, "waiting for a person"))
+            assert "the prompt for probe:plain_echo in test-editor 1; it expires at " in said[-1], said
+            assert said[-1].endswith("; Ctrl-C withdraws the call\n"), said
             d.process.send_signal(signal.SIGSTOP)  # hung: nothing it could answer
             try:
+                said = await anyio.to_thread.run_sync(lambda: _stderr_until(process, "is stopped"))
+                assert f"the daemon {d.process.pid} is stopped (Ctrl-Z or SIGSTOP)" in said[-1], said
+                assert f"`kill -CONT {d.process.pid}`" in said[-1]
                 process.send_signal(signal.SIGINT)
                 # The command does not wait on the daemon to end: its closed connection is the withdrawal.
-                _out, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=5))
+                await anyio.to_thread.run_sync(lambda: process.wait(timeout=5))
+                err = process.stderr.read()
             finally:
                 d.process.send_signal(signal.SIGCONT)
             async with asyncio.timeout(10):
@@ -193,6 +204,21 @@ async def test_a_call_cut_short_while_the_daemon_is_stopped_is_withdrawn_once_it
     assert process.returncode == 130, err
     assert "interrupted; the call was withdrawn" in err
     assert [r["status"] for r in sandbox.tool_calls()] == ["cancelled"]
+
+
+def _stderr_until(process: subprocess.Popen[str], words: str) -> list[str]:
+    """The command's stderr lines up to the first that holds `words` (which must come within 15 s)."""
+    assert process.stderr is not None
+    lines: list[str] = []
+    deadline = threading.Timer(15, process.kill)  # a line that never comes fails the test instead of hanging it
+    deadline.start()
+    try:
+        while words not in (line := process.stderr.readline()):
+            assert line, f"stderr ended before {words!r}: {lines}"
+            lines.append(line)
+    finally:
+        deadline.cancel()
+    return [*lines, line]
 
 
 async def test_status_and_grants_ask_the_daemon_on_its_editor_socket(sandbox: Sandbox) -> None:
