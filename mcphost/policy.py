@@ -315,14 +315,13 @@ class RuleLookup:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         directories: dict[str, int] = {}
-        entries = [(rule, (i, _checks(rule, directories), rule)) for i, rule in enumerate(rules)]
+        entries = [(rule, (i, _checks(rule, directories), rule), _place(rule)) for i, rule in enumerate(rules)]
         by_variant: dict[ToolVariant, _VariantTable] = {}
         for variant in ToolVariant:
             # (where, its key, the glob) -> (the test left, client pattern -> entries); dicts keep first-seen order
             places: dict[tuple[str, str, object], tuple[_Test | None, dict[re.Pattern[str] | None, list[_Entry]]]] = {}
-            for rule, entry in entries:
+            for rule, entry, (where, key, test) in entries:
                 if rule.variants is None or variant in rule.variants:
-                    where, key, test = _place(rule)
                     place = places.setdefault((where, key, rule.tool if rule.glob is None else rule.glob), (test, {}))
                     place[1].setdefault(rule.client, []).append(entry)
             literal: dict[str, list[_Group]] = {}

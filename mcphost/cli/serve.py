@@ -117,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
             from mcphost.serve.http_server import serve_http
 
             url = f"http://127.0.0.1:{port}{MCP_PATH}"
+            # Compiled before anything listens (thousands of rules take seconds), not at the first call.
+            loaded.config.compiled_rules  # noqa: B018
             async with Host(loaded, watch=True, early=early) as host:
                 if startup_error is not None:
                     host.reject(startup_error)

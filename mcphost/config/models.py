@@ -6,7 +6,7 @@ import functools
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from mcphost.intent import AgentToolTable, BoundedPattern, OperationType, ToolVariant
 from mcphost.paths import data_dir
@@ -336,18 +336,25 @@ class ArgConditionConfig(StrictModel):
     equals: Any = Field(default=None, description="The argument is exactly this value (true is not 1).")
     one_of: list[Any] | None = Field(default=None, description="The argument is exactly one of these values.")
 
+    # Compiled by the validation, and kept: a regex takes most of a millisecond to compile, and a config may hold
+    # thousands of them.
+    _condition: ArgCondition | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _exactly_one(self) -> ArgConditionConfig:
         given = [kind for kind in ConditionKind if getattr(self, kind.value) is not None]
         if len(given) != 1:
             names = ", ".join(kind.value for kind in ConditionKind)
             raise ValueError(f"give exactly one of {names} (got {', '.join(k.value for k in given) or 'none'})")
-        self.condition()  # a regex that does not compile is an error now, not at the first call
+        # A regex that does not compile is an error now, not at the first call.
+        self._condition = ArgCondition.of(given[0], getattr(self, given[0].value))
         return self
 
     def condition(self) -> ArgCondition:
-        kind = next(kind for kind in ConditionKind if getattr(self, kind.value) is not None)
-        return ArgCondition.of(kind, getattr(self, kind.value))
+        if self._condition is None:  # made without validation (model_construct)
+            kind = next(kind for kind in ConditionKind if getattr(self, kind.value) is not None)
+            self._condition = ArgCondition.of(kind, getattr(self, kind.value))
+        return self._condition
 
 
 # A `[[rules]]` table: checked in order before the per-variant default of [permissions]; the first match decides.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from mcphost.config import dirwatch
 from mcphost.config.loader import ConfigError, LoadedConfig, dangling_link, parse_config_bytes, unreadable
@@ -96,9 +97,16 @@ def _event(path: Path, snapshot: _Snapshot) -> ConfigEvent:
         return Rejected(unreadable(path, snapshot.reason))
     digest = _digest(snapshot)
     try:
-        return Reloaded(LoadedConfig(parse_config_bytes(snapshot, path), path, exists=True, sha256=digest))
+        config = parse_config_bytes(snapshot, path)
     except ConfigError as exc:
         return Rejected(exc, digest)
+    config.compiled_rules  # noqa: B018 (compiled here, off the loop, not at the first call that needs them)
+    return Reloaded(LoadedConfig(config, path, exists=True, sha256=digest))
+
+
+def _read_digested(path: Path) -> tuple[_Snapshot, str | None]:
+    snapshot = _read(path)
+    return snapshot, _digest_of(snapshot)
 
 
 def read_config_file(path: Path) -> tuple[bytes | None, ConfigEvent]:
@@ -253,13 +261,26 @@ class ConfigWatcher:
                 await anyio.sleep(PARENT_POLL_S)
 
     async def _report_changes(self) -> None:
+        # The file is read, hashed, parsed and its rules compiled on a worker thread: a config of megabytes, or of
+        # thousands of rules, takes seconds of that, which on the loop would hold every call meanwhile.
         while True:
             await self._changed.wait()
             self._changed = anyio.Event()
-            snapshot = _read(self.path)
-            if _digest_of(snapshot) == self._digest:
+            snapshot, digest = await anyio.to_thread.run_sync(_read_digested, self.path)
+            if digest == self._digest:
                 continue  # touched, or saved unchanged: nothing to settle
-            self._report(await self._settled(snapshot))
+            snapshot = await self._settled(snapshot)
+            digest = await anyio.to_thread.run_sync(_digest_of, snapshot)
+            if digest == self._digest:
+                continue
+            self._digest = digest
+            if isinstance(snapshot, bytes):
+                self._blank = not snapshot.strip()
+            event = await anyio.to_thread.run_sync(_event, self.path, snapshot)
+            try:
+                self._on_event(event)
+            except Exception:
+                logger.exception("applying the config change failed")
 
     async def _settled(self, snapshot: _Snapshot) -> _Snapshot:
         """The file's content once it has stopped changing, starting from what a read just found."""
@@ -270,22 +291,10 @@ class ConfigWatcher:
             changed = self._changed.is_set()
             # A fresh event before the read: a change after the read sets it, and gets another round.
             self._changed = anyio.Event()
-            again = _read(self.path)
+            again = await anyio.to_thread.run_sync(_read, self.path)
             if not changed and again == snapshot:
                 return snapshot
             snapshot = again
-
-    def _report(self, snapshot: _Snapshot) -> None:
-        digest = _digest_of(snapshot)
-        if digest == self._digest:
-            return
-        self._digest = digest
-        if isinstance(snapshot, bytes):
-            self._blank = not snapshot.strip()
-        try:
-            self._on_event(_event(self.path, snapshot))
-        except Exception:
-            logger.exception("applying the config change failed")
 
 
 def _digest(data: bytes | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -175,6 +176,35 @@ async def test_a_watch_nobody_saves_under_leaves_no_timer_on_the_loop(tmp_path: 
         await prove_live(tmp_path / "dotfiles" / "mcphost.toml", events, with_write("ask", BASE))
         await anyio.sleep(0.2)  # the report settled
         assert timers_due_within(5) == []  # asleep until the kernel tells of a change
+
+
+async def test_a_save_is_read_parsed_and_its_rules_compiled_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Thousands of rules take seconds to parse and compile: on the loop, every call would wait for them.
+    loop_thread = threading.get_ident()
+    parsed_on: list[int] = []
+    parse = watcher.parse_config_bytes
+
+    def parse_noting_the_thread(data: bytes, file: Path) -> Any:
+        parsed_on.append(threading.get_ident())
+        return parse(data, file)
+
+    monkeypatch.setattr(watcher, "parse_config_bytes", parse_noting_the_thread)
+    path = tmp_path / "config.toml"
+    path.write_text(BASE, encoding="utf-8")
+    rules = "".join(
+        f'[[rules]]\ntool = "s:t{i}*"\nargs = {{ x = {{ regex = "^{i}$" }} }}\naction = "deny"\n' for i in range(3)
+    )
+    async with watching(path, path.read_bytes()) as events:
+        await prove_live(path, events, with_write("ask", BASE) + rules)
+        path.write_text(with_write("deny", BASE) + rules, encoding="utf-8")
+        await wait_for(lambda: events, "the save")
+    (event,) = events
+    assert isinstance(event, Reloaded)
+    assert "compiled_rules" in vars(event.loaded.config)  # compiled with the parse, not at the first call
+    assert len(event.loaded.config.compiled_rules) == 3
+    assert parsed_on and loop_thread not in parsed_on
 
 
 # ---- half-written saves

@@ -413,3 +413,21 @@ def test_each_condition_checks_each_value_as_arg_condition_holds_does(tmp_path: 
         for given in VALUES:
             found = first_rule(rules, RuleSubject(WRITE, "s", "t", None, {"p": given}), resolve)
             assert (found is rule) is condition.holds(given, resolve), (kind, value, given)
+
+
+def test_each_condition_is_compiled_once_for_the_load_and_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A regex takes most of a millisecond to compile: a config of thousands compiled twice took seconds more.
+    made: list[Any] = []
+    of = ArgCondition.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[ArgCondition], kind: ConditionKind, value: Any) -> ArgCondition:
+        made.append(value)
+        return of(cls, kind, value)
+
+    monkeypatch.setattr(ArgCondition, "of", classmethod(counted))
+    text = "".join(
+        f'[[rules]]\ntool = "s:t"\nargs = {{ x = {{ regex = "^{i}$" }} }}\naction = "deny"\n' for i in range(4)
+    )
+    rules = rules_of(text)
+    assert made == [f"^{i}$" for i in range(4)]
+    assert first_rule(rules, RuleSubject(WRITE, "s", "t", None, {"x": "2"}), path_resolver(Path.cwd())) is rules[2]
