@@ -220,6 +220,28 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
+# Lines this process read that hold no record (damage, a hand edit, a line of another program's): skipped by every
+# reader, never fatal, and counted, so that a command that read the log can say how many it left out (`not_records`).
+_not_records = 0
+
+
+def not_records() -> int:
+    """How many lines read so far in this process held no record."""
+    return _not_records
+
+
+def count_not_records(n: int) -> None:
+    """Lines that another process (a scan's helper) read for this one and found holding no record."""
+    global _not_records
+    _not_records += n
+
+
+def _skipped(line: bytes) -> None:
+    global _not_records
+    if line.strip(b"\x00 \t\r\n"):
+        _not_records += 1
+
+
 def parse_line(line: bytes) -> Record | None:
     """The record on one line, or None when the line holds no JSON object."""
     return parse_entry(line)[0]
@@ -234,9 +256,13 @@ def parse_entry(line: bytes) -> tuple[Record | None, bytes | None]:
         except ValueError:  # orjson's JSONDecodeError: strict JSON only; the standard parser takes a second look
             pass
         else:
-            return (value, line) if isinstance(value, dict) else (None, None)
+            if isinstance(value, dict):
+                return value, line
+            _skipped(line)
+            return None, None
     value, exact = _lenient(line)
     if not isinstance(value, dict):
+        _skipped(line)
         return None, None
     # An integer kept as its digits would be written again as text: the line, strict JSON as it is, says it right.
     return value, line if exact else None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 from mcphost.activity.query import INTENT_TYPES, RECORD_TYPES, STATUSES, FilterError, RecordFilter, parse_filter
-from mcphost.activity.reader import UnreadableLog, forgery_risk, read_failure
+from mcphost.activity.reader import UnreadableLog, forgery_risk, not_records, read_failure
+from mcphost.console import safe
 from mcphost.paths import activity_log_path
 
 FLAG_FOR = {
@@ -75,6 +77,22 @@ def reads_log(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
             raise
         except (UnreadableLog, OSError) as exc:
             print(f"mcphost: {read_failure(exc)}", file=sys.stderr)
+        finally:
+            _say_not_records(args)
         return 1
 
     return reading
+
+
+def _say_not_records(args: argparse.Namespace) -> None:
+    """Lines that hold no record are left out of every listing: never without a word (a damaged record of a
+    destructive call would otherwise vanish from every view)."""
+    n = not_records()
+    if n:
+        lines, were = ("1 line", "was") if n == 1 else (f"{n} lines", "were")
+        where = safe(shlex.quote(str(log_path(args))))
+        print(
+            f"mcphost: warning: {lines} of the activity log held no record and {were} left out (damage, a hand edit, "
+            f"another program's output): `grep -n -v '^{{' {where}*` shows them",
+            file=sys.stderr,
+        )

@@ -40,7 +40,16 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from mcphost.activity.query import Matcher, RecordFilter
-from mcphost.activity.reader import Record, lines_newest_first, listed_parser, log_files, open_log, parse_line
+from mcphost.activity.reader import (
+    Record,
+    count_not_records,
+    lines_newest_first,
+    listed_parser,
+    log_files,
+    not_records,
+    open_log,
+    parse_line,
+)
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -398,17 +407,19 @@ class Helper:
             try:
                 os.close(read_end)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                before = not_records()  # this process's count as forked: its own lines are counted on from there
                 part = Part()
                 part.items = list(_read(segments, flt, render, part))
+                skipped = not_records() - before
                 if fold is not None:
                     rows = [rendered for start, rendered in part.items if start is None]
                     open_starts = [item for item in part.items if item[0] is not None]
-                    _send(write_end, (fold(rows), open_starts, sorted(part.answered), part.past))
+                    _send(write_end, (fold(rows), open_starts, sorted(part.answered), part.past, skipped))
                 elif layout is None:
-                    _send(write_end, (part.items, sorted(part.answered), part.past))
+                    _send(write_end, (part.items, sorted(part.answered), part.past, skipped))
                 else:
                     os.close(plan_write)
-                    _lay_out(part, layout, write_end, plan_read)
+                    _lay_out(part, layout, write_end, plan_read, skipped)
                 code = 0
             finally:
                 os._exit(code)
@@ -423,7 +434,8 @@ class Helper:
         if self.fd is None:
             return None
         try:
-            items, answered, past = _receive(self.fd)
+            items, answered, past, skipped = _receive(self.fd)
+            count_not_records(int(skipped))
             return Part(items=list(items), answered=set(answered), past=bool(past))
         except (OSError, EOFError, ValueError, TypeError):
             return None
@@ -436,7 +448,8 @@ class Helper:
         if self.fd is None:
             return None
         try:
-            part_fold, open_starts, answered, past = _receive(self.fd)
+            part_fold, open_starts, answered, past, skipped = _receive(self.fd)
+            count_not_records(int(skipped))
             return part_fold, [(start, rendered) for start, rendered in open_starts], set(answered), bool(past)
         except (OSError, EOFError, ValueError, TypeError):
             return None
@@ -450,7 +463,8 @@ class Helper:
         if self.fd is None:
             return None
         try:
-            open_starts, others, answered, past, measures = _receive(self.fd)
+            open_starts, others, answered, past, measures, skipped = _receive(self.fd)
+            count_not_records(int(skipped))
             starts = [(int(n), i, tuple(r)) for n, i, r in open_starts]
             return starts, int(others), set(answered), bool(past), measures
         except (OSError, EOFError, ValueError, TypeError):
@@ -495,11 +509,11 @@ class Helper:
             self.pid = 0
 
 
-def _lay_out(part: Part, layout: Layout, to_parent: int, from_parent: int) -> None:
+def _lay_out(part: Part, layout: Layout, to_parent: int, from_parent: int, skipped: int) -> None:
     """A table's helper, its part read: measure its rows, hand the measures over, wait for the widths, lay out."""
     open_starts = [(n, start, rendered) for n, (start, rendered) in enumerate(part.items) if start is not None]
     rows = [rendered for start, rendered in part.items if start is None]
-    _send(to_parent, (open_starts, len(rows), sorted(part.answered), part.past, layout.measure(rows)))
+    _send(to_parent, (open_starts, len(rows), sorted(part.answered), part.past, layout.measure(rows), skipped))
     plan, keep = _receive(from_parent)
     layout.follow(plan)
     if open_starts:

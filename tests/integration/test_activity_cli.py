@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.helpers import TESTS, Sandbox, agent, error_of, mcphost
@@ -170,6 +171,42 @@ def test_every_listing_reads_a_damaged_line_alike_and_writes_only_utf8(sandbox: 
     ]
     text = mcphost(sandbox, "activity", "list", "--limit", "0")
     assert text.returncode == 0 and text.stdout.count("probe:") == 3, text.stderr
+
+
+def test_lines_that_hold_no_record_are_left_out_with_a_word_from_every_reader(sandbox: Sandbox) -> None:
+    # A damaged record of a destructive call, and lines no parser reads as a record: left out of every listing, as
+    # before, but no longer in silence (found by a probe of the readers).
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    head = f'"timestamp":"{now}","server":"probe","status":"success","type":"tool_call"'
+    lines = [
+        f'{{"id":"01KB0000000000000000000001",{head},"tool":"a"}}',
+        '{"id":"01KB00000000000000000000D1","type":"tool_call","tool":"wipe","status":"suc',
+        "[1,2,3]",
+        "[" * 5000,
+        f'{{"id":"01KB0000000000000000000002",{head},"tool":"b"}}',
+    ]
+    sandbox.data.mkdir(parents=True, exist_ok=True)
+    log = sandbox.data / "activity.jsonl"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for command, listed in (
+        (("log", "tail"), "probe:a"),
+        (("activity", "list"), "probe:b"),
+        (("activity", "list", "--limit", "0", "-o", "json"), '"tool":"b"'),
+        (("activity", "summary"), "2 records since 24h"),
+    ):
+        result = mcphost(sandbox, *command)
+        assert result.returncode == 0, (command, result.stderr)
+        assert listed in result.stdout.replace(", ", ",").replace(": ", ":"), (command, result.stdout)
+        assert "mcphost: warning: 3 lines of the activity log held no record and were left out" in result.stderr, (
+            command,
+            result.stderr,
+        )
+        assert f"`grep -n -v '^{{' {log}*` shows them" in result.stderr
+    shown = mcphost(sandbox, "activity", "show", "01KB00000000000000000000D1")
+    assert shown.returncode == 1
+    assert "1 line of the activity log held no record and was left out" in shown.stderr, shown.stderr
+    clean = mcphost(sandbox, "activity", "show", "01KB0000000000000000000002")
+    assert clean.returncode == 0 and "held no record" not in clean.stderr, clean.stderr
 
 
 def test_a_record_nested_past_yaml_and_named_in_lowercase_is_shown(sandbox: Sandbox) -> None:

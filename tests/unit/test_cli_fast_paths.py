@@ -511,6 +511,41 @@ def test_reading_on_all_cores_gives_what_one_process_gives(
             assert 0 < len(rendered_here) < len(expected) / (workers - 1), "the older parts were read by helpers"
 
 
+# Lines that hold no record: a JSON value that is no object, a record cut short, nesting past any parser, text.
+NOT_RECORDS = [b"[1,2,3]", b"42", b"null", b'{"id":"D1","type":"tool_call","tool":"wipe"', b"[" * 5000, b"hello"]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_lines_that_hold_no_record_are_counted_by_every_scan_whichever_process_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    from mcphost.cli import scan
+
+    path = tmp_path / "activity.jsonl"
+    history(path, random.Random(workers), 900)
+    for file in (path, path.parent / (path.name + ".1")):  # spread over the parts the helpers read
+        lines = file.read_bytes().splitlines()
+        for n, junk in enumerate(NOT_RECORDS):
+            lines.insert(len(lines) * n // len(NOT_RECORDS), junk)
+        file.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_workers", lambda: workers)
+    every = RecordFilter()
+    scans = {
+        "rendered": lambda: list(scan.rendered_newest_first(path, every, lambda r, _l: r["id"])),
+        "laid out": lambda: list(
+            scan.laid_out_newest_first(path, every, lambda r, _l: display.row(r), display.listing())
+        ),
+        "folded": lambda: scan.folded_newest_first(path, every, lambda r, _l: 1, sum),
+    }
+    for name, run in scans.items():
+        monkeypatch.setattr(reader, "_not_records", 0)
+        assert run(), name
+        assert reader.not_records() == 2 * len(NOT_RECORDS), name
+    monkeypatch.setattr(reader, "_not_records", 0)
+    assert list(reader.entries_newest_first(path)) and reader.not_records() == 2 * len(NOT_RECORDS)
+
+
 @pytest.mark.parametrize(("workers", "width"), [(1, None), (2, None), (3, 70), (4, 120)])
 def test_a_table_laid_out_on_all_cores_is_the_table_laid_out_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, width: int | None
