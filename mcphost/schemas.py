@@ -170,7 +170,7 @@ def activity_api_openapi() -> Document:
         "ActivityPage": {
             "type": "object",
             "description": "One page of matching records, newest first.",
-            "required": ["records", "count", "next_cursor"],
+            "required": ["records", "count", "next_cursor", "skipped"],
             "properties": {
                 "records": {
                     "type": "array",
@@ -187,6 +187,13 @@ def activity_api_openapi() -> Document:
                 "next_cursor": {
                     "type": ["string", "null"],
                     "description": "Pass back as `cursor` for the next, older page; null on the last page.",
+                },
+                "skipped": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Lines read for this page that hold no record (a record cut short, a JSON value "
+                    "that is no object, another program's text): left out of every listing, and counted here so "
+                    "that none is left out unseen.",
                 },
             },
         },

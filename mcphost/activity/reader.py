@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat as stat_kind
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,26 +221,25 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
-# Lines this process read that hold no record (damage, a hand edit, a line of another program's): skipped by every
-# reader, never fatal, and counted, so that a command that read the log can say how many it left out (`not_records`).
-_not_records = 0
+# Lines read that hold no record (damage, a hand edit, a line of another program's): skipped by every reader, never
+# fatal, and counted, so that whoever read the log can say how many it left out (`not_records`). Per thread: the
+# daemon reads for several REST API requests at once, each in a worker thread of its own.
+_counts = threading.local()
 
 
 def not_records() -> int:
-    """How many lines read so far in this process held no record."""
-    return _not_records
+    """How many lines this thread has read so far that held no record."""
+    return getattr(_counts, "n", 0)
 
 
 def count_not_records(n: int) -> None:
-    """Lines that another process (a scan's helper) read for this one and found holding no record."""
-    global _not_records
-    _not_records += n
+    """Lines that another process (a scan's helper) read for this thread and found holding no record."""
+    _counts.n = getattr(_counts, "n", 0) + n
 
 
 def _skipped(line: bytes) -> None:
-    global _not_records
     if line.strip(b"\x00 \t\r\n"):
-        _not_records += 1
+        _counts.n = getattr(_counts, "n", 0) + 1
 
 
 def parse_line(line: bytes) -> Record | None:

@@ -21,12 +21,13 @@ from mcphost.activity.query import (
     FILTER_PARAMETERS,
     FilterError,
     Page,
+    RecordFilter,
     parse_cursor,
     parse_filter,
     parse_limit,
     select,
 )
-from mcphost.activity.reader import UnreadableLog, read_failure
+from mcphost.activity.reader import UnreadableLog, not_records, read_failure
 
 API_PATH = "/api/v1/activity"
 QUERY_PARAMETERS = (*FILTER_PARAMETERS, "limit", "cursor")
@@ -55,19 +56,27 @@ def activity_endpoint(log_path: Path) -> Callable[[Request], Awaitable[Response]
         except FilterError as exc:
             return bad_request(exc.parameter, exc.message)
         try:
-            page: Page = await anyio.to_thread.run_sync(select, log_path, flt, limit, cursor)
+            page, skipped = await anyio.to_thread.run_sync(_select, log_path, flt, limit, cursor)
         except (UnreadableLog, OSError) as exc:
             # The log is there but not readable (replaced by a directory, its mode changed, the disk failing):
             # said as such, not as the bare 500 of a crash.
             return JSONResponse({"error": "log_unreadable", "message": read_failure(exc)}, status_code=503)
-        body = b'{"records":[%b],"count":%d,"next_cursor":%b}' % (
+        body = b'{"records":[%b],"count":%d,"next_cursor":%b,"skipped":%d}' % (
             b",".join(map(_record_json, page.records)),
             len(page.records),
             orjson.dumps(page.next_cursor),
+            skipped,
         )
         return Response(body, media_type="application/json")
 
     return endpoint
+
+
+def _select(log_path: Path, flt: RecordFilter, limit: int | None, cursor: str | None) -> tuple[Page, int]:
+    """The page, and how many lines that hold no record its reading met (counted per thread: this one's alone)."""
+    before = not_records()
+    page = select(log_path, flt, limit, cursor)
+    return page, not_records() - before
 
 
 def _record_json(record: dict[str, Any]) -> bytes:

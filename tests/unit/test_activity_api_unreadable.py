@@ -3,6 +3,7 @@ document describes it, never the bare 500 of a crash (nor a worker thread stuck 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
@@ -80,3 +81,17 @@ async def test_records_a_damaged_line_made_are_served_with_the_rest_not_a_500(tm
     assert by_id["01B"]["server"] == "s\udfff"  # its escape, as it was on disk
     assert by_id["01C"]["duration_ms"] is None
     assert by_id["01D"]["n"] == int("9" * 40)
+
+
+async def test_a_page_counts_the_lines_it_met_that_hold_no_record_each_request_its_own(tmp_path: Path) -> None:
+    log = tmp_path / "activity.jsonl"
+    good = '{"id":"01KB000000000000000000000%d","type":"tool_call","timestamp":"2026-11-28T17:18:02.000Z"}'
+    lines = [good % 1, "[1,2,3]", '{"id":"01KB00000000000000000000D1","type":"tool_ca', good % 2, "null"]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    app = Starlette(routes=[Route(API_PATH, activity_endpoint(log))])
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://x") as http:
+        answers = await asyncio.gather(*(http.get(API_PATH, params={"limit": "5"}) for _ in range(4)))
+        pages = [answer.json() for answer in answers]
+    assert "skipped" in OPENAPI["components"]["schemas"]["ActivityPage"]["required"]
+    for page in pages:
+        assert page["count"] == 2 and page["skipped"] == 3, page  # not the count of the other requests too

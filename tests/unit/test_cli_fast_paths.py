@@ -539,10 +539,10 @@ def test_lines_that_hold_no_record_are_counted_by_every_scan_whichever_process_r
         "folded": lambda: scan.folded_newest_first(path, every, lambda r, _l: 1, sum),
     }
     for name, run in scans.items():
-        monkeypatch.setattr(reader, "_not_records", 0)
+        reader._counts.n = 0
         assert run(), name
         assert reader.not_records() == 2 * len(NOT_RECORDS), name
-    monkeypatch.setattr(reader, "_not_records", 0)
+    reader._counts.n = 0
     assert list(reader.entries_newest_first(path)) and reader.not_records() == 2 * len(NOT_RECORDS)
 
 
