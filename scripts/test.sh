@@ -57,7 +57,8 @@ echo "==> mypy (strict)"
 .venv/bin/mypy
 echo "==> pytest"
 set +e
-.venv/bin/python -m pytest -n auto "$@"
+# The slowest tests named at the end: the whole run has 20 minutes on CI, and these are where it goes.
+.venv/bin/python -m pytest -n auto --durations=20 "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a broken suite, not a pass.
