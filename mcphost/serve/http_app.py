@@ -539,6 +539,12 @@ class AgentsDoor:
         # What answers a claimed call: the shortcut's own, with no coroutine of this class's in between.
         self.answer: Callable[[Claim, Send], Awaitable[Answer]] = shortcut.answer
 
+    def admits(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether a request with these headers passes the Host, Origin and token checks: known from the head alone,
+        before any of the body is read (a request that fails them has none of it held for it)."""
+        host, origin, authorization = first_values(headers, b"host", b"origin", b"authorization")
+        return self._loopback.admits(host, origin) and self._guard.admits(authorization)
+
     def claim(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
         """The tool call in a POST to /mcp with these headers (names in lower case) and this body, if the shortcut
         would answer it; the caller has checked the method and the path."""

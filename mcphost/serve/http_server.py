@@ -113,7 +113,18 @@ def _head_ends_within(data: bytes, room: int) -> bool:
 # that a call carrying a file is claimed whatever its protocol revision (a 2026-era call the door does not claim goes
 # the SDK's long way). A larger one goes the ASGI way as it arrives, where the SDK refuses it.
 CLAIM_LIMIT = MAX_REQUEST_BODY
+# What every connection together holds of bodies not yet whole. A request whose body would take more is refused, 503
+# and the connection closed: a token's holder who opens many connections and stalls each just short of its end ties
+# up this much, not 4 MiB a connection (the ASGI way, where it would go on, holds a body whole as well, and more).
+HELD_BUDGET = 64 * 1024 * 1024
+# A body this small is held whatever the others take (a connection costs more than that in any case): an agent's
+# everyday call is not refused while someone stalls large ones.
+SMALL_BODY = 64 * 1024
 _MCP_URL = MCP_PATH.encode()
+
+
+class _Held:
+    total = 0  # bytes of bodies held right now, on every connection of this process
 
 
 class _AgentsHttp(HttpToolsProtocol):
@@ -131,6 +142,7 @@ class _AgentsHttp(HttpToolsProtocol):
     door: AgentsDoor | None = None  # set on the class a server makes for itself: uvicorn makes the protocol
     _head: int | None = None  # bytes of the request's head read so far; None once it is whole
     _held_body: bytearray | None = None
+    _refused = False  # a request refused before its end (`_refuse_busy`): what follows on the connection is not read
     _cut: CallCut | None = None  # the 2026-era call in flight on this connection, which its client's leaving ends
     # The keep-alive clock (`IdleTimer`): uvicorn sets a timer after every response and cancels it at the next request:
     # its handle made, pushed on the loop's heap and popped again, on every call.
@@ -148,6 +160,8 @@ class _AgentsHttp(HttpToolsProtocol):
         self._head = 0
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._held_body is not None:
+            self._let_go(self._held_body)
         super().connection_lost(exc)
         self._keep_alive.cancel()
         if self._cut is not None:
@@ -158,6 +172,8 @@ class _AgentsHttp(HttpToolsProtocol):
         pass
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         head = self._head
         if head is not None:
             if not head:  # a request's first bytes: it has keep-alive's time from now to be whole
@@ -175,6 +191,16 @@ class _AgentsHttp(HttpToolsProtocol):
         logger.warning("closed an HTTP connection whose request line and headers passed %d bytes", MAX_REQUEST_HEAD)
         if not self.transport.is_closing():
             self._one.write_whole(b"HTTP/1.1 431 Request Header Fields Too Large\r\n" + _CLOSE_EMPTY)
+            self.transport.close()
+
+    def _refuse_busy(self) -> None:
+        self._refused = True
+        logger.warning(
+            "refused a request: the unfinished request bodies held already take %d MiB (a client that stalls them?)",
+            HELD_BUDGET >> 20,
+        )
+        if not self.transport.is_closing():
+            self._one.write_whole(b"HTTP/1.1 503 Service Unavailable\r\n" + _CLOSE_EMPTY)
             self.transport.close()
 
     def on_response_complete(self) -> None:
@@ -195,7 +221,9 @@ class _AgentsHttp(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head = None
-        if self.door is not None and self._claimable():
+        # Host, Origin and token first: a request that fails them (a client with no token, a web page) goes the ASGI
+        # way, refused there with none of its body held for it.
+        if self.door is not None and self._claimable() and self.door.admits(self.headers):
             self._held_body = bytearray()
             return
         super().on_headers_complete()
@@ -218,16 +246,30 @@ class _AgentsHttp(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         held = self._held_body
+        if self._refused:
+            return
         if held is None:
             super().on_body(body)
             return
-        held += body
-        if len(held) > CLAIM_LIMIT:
-            self._held_body = None
+        if len(held) + len(body) > CLAIM_LIMIT:
+            self._let_go(held)
             super().on_headers_complete()
-            super().on_body(bytes(held))
+            super().on_body(bytes(held) + body)
+            return
+        if _Held.total + len(body) > HELD_BUDGET and len(held) + len(body) > SMALL_BODY:
+            self._let_go(held)
+            self._refuse_busy()
+            return
+        held += body
+        _Held.total += len(body)
+
+    def _let_go(self, held: bytearray) -> None:
+        self._held_body = None
+        _Held.total -= len(held)
 
     def on_message_complete(self) -> None:
+        if self._refused:
+            return
         # The request is whole: its answer may take as long as a person does. The next request's head is counted.
         self._keep_alive.busy()
         self._head = 0
@@ -235,7 +277,7 @@ class _AgentsHttp(HttpToolsProtocol):
         if held is None:
             super().on_message_complete()
             return
-        self._held_body = None
+        self._let_go(held)
         assert self.door is not None
         claim = None
         try:

@@ -11,8 +11,9 @@ import uvicorn
 from uvicorn.server import ServerState
 
 from mcphost.pipes import READ_CHUNK
+from mcphost.serve import http_server
 from mcphost.serve.http_app import Claim
-from mcphost.serve.http_server import CLAIM_LIMIT, _AgentsHttp
+from mcphost.serve.http_server import CLAIM_LIMIT, _AgentsHttp, _Held
 
 BODY = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"call_tool_read","arguments":{}}}'
 
@@ -31,6 +32,10 @@ class Door:
         self.offered: list[tuple[list[tuple[bytes, bytes]], bytes]] = []
         self.gate: asyncio.Event | None = None
         self.answer_body = b'{"jsonrpc":"2.0","id":7,"result":{}}'
+        self.admitting = True  # what the Host, Origin and token checks say of every request
+
+    def admits(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        return self.admitting
 
     def claim(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
         self.offered.append((list(headers), body))
@@ -279,6 +284,45 @@ async def test_a_body_past_the_limit_goes_the_asgi_way_as_it_arrives() -> None:
     await settle(state)
     assert door.offered == []
     assert [body for _, _, body in app.requests] == [big]
+
+
+async def test_a_request_without_the_token_or_from_a_web_page_has_none_of_its_body_held() -> None:
+    # Held until whole, a stalled 4 MiB body on each of a few hundred connections took gigabytes, with no token.
+    door = Door()
+    door.admitting = False
+    protocol, _, _, state = connect(door)
+    big = b'{"pad":"' + b"x" * 500_000 + b'"}'
+    protocol.data_received(request(big)[:300_000])  # the body stalls short of its end
+    assert _Held.total == 0 and protocol._held_body is None and protocol.cycle is not None  # the ASGI way's
+    protocol.connection_lost(None)
+    await settle(state)
+    assert door.offered == []
+
+
+async def test_bodies_held_count_against_one_budget_and_are_let_go_with_their_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_server, "HELD_BUDGET", 10_000)
+    monkeypatch.setattr(http_server, "SMALL_BODY", 1_000)
+    body = b'{"pad":"' + b"x" * 20_000 + b'"}'
+    stalled, _, _, _ = connect(Door())
+    stalled.data_received(request(body)[:9_000])
+    held = _Held.total
+    assert 8_000 < held < 9_000
+    # Another large body past the budget: refused at once, its connection closed, nothing more of it read.
+    refused, transport, app, _ = connect(Door())
+    refused.data_received(request(body)[:5_000])
+    refused.data_received(request(body)[5_000:])
+    assert transport.closed and b"".join(transport.writes).startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert _Held.total == held and app.requests == []
+    # An everyday call is still taken whatever the others hold.
+    door = Door()
+    small, _, _, small_state = connect(door)
+    small.data_received(request())
+    await settle(small_state)
+    assert [offered for _, offered in door.offered] == [BODY]
+    stalled.connection_lost(None)
+    assert _Held.total == 0
 
 
 async def test_a_request_pipelined_behind_a_claimed_call_is_answered_after_it_in_order() -> None:
