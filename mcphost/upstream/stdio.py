@@ -230,7 +230,9 @@ class RawLane:
         except (ConnectionError, BrokenPipeError) as exc:
             raise LaneClosed(f"the server stopped reading its input ({type(exc).__name__})") from None
         except BaseException as exc:
-            if self._closed is None and (not answer.done() or isinstance(exc, LaneTimeout)):
+            # Unanswered: still waited for, timed out, or cancelled (a task cancelled while it awaits the future
+            # cancels the future too, which is then done): the server is told to stop, as the SDK tells it.
+            if self._closed is None and (not answer.done() or answer.cancelled() or isinstance(exc, LaneTimeout)):
                 notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
                 with suppress(Exception):
                     self._stdin.write(orjson.dumps(notice) + b"\n")

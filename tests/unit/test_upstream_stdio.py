@@ -296,3 +296,33 @@ async def test_an_integer_past_64_bits_goes_out_and_comes_back_with_every_digit(
             got = await lane.request("tools/call", {"name": "t", "arguments": {"n": wide}})
     assert got["result"] == {"n": wide, "m": [-(2**64) - 1]}
     assert type(got["result"]["n"]) is int
+
+
+async def test_a_request_cancelled_while_it_waits_is_called_off_at_the_server() -> None:
+    # A client gone mid-call, an agent's notifications/cancelled, a daemon stopping: the call is cancelled here, and
+    # the server must hear of it, or it carries on with a write the record calls cancelled.
+    stdin = _Stdin()
+    lane = RawLane(stdin)  # type: ignore[arg-type]
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await lane.request("tools/call", {"name": "t", "arguments": {}})
+
+            tg.start_soon(call)
+            while not stdin.lines:
+                await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+    [request, notice] = stdin.lines
+    assert notice == {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request["id"]}}
+    answered = RawLane(stdin)  # type: ignore[arg-type]
+    stdin.lines.clear()
+
+    async def answer() -> None:
+        await anyio.lowlevel.checkpoint()
+        answered.take(json.dumps({"jsonrpc": "2.0", "id": stdin.lines[0]["id"], "result": {}}).encode())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer)
+        await answered.request("ping", {})
+    assert [line.get("method") for line in stdin.lines] == ["ping"]  # an answered request is not called off
