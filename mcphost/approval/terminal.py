@@ -64,6 +64,17 @@ def needs_typed_confirmation(request: PermissionRequest) -> bool:
     return request.action == "confirm" or is_destructive(request)
 
 
+def confirmation_word(request: PermissionRequest) -> str:
+    """What the person types to confirm: the tool's name, unless the upstream named its tool like a key (`y`, `o`,
+    `a`), short enough to be typed without meaning it, or with a space in it: then `server:tool`."""
+    tool = request.tool
+    word = tool.lower()
+    keylike = word in _ALLOW_ONCE_WORDS or word in _SCOPE_WORDS or word in _DENY_WORDS
+    if keylike or len(tool) < 3 or any(c.isspace() for c in tool):
+        return f"{request.server}:{tool}"
+    return tool
+
+
 # ---- rendering
 
 
@@ -141,8 +152,8 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
 def question(request: PermissionRequest, style: Style) -> str:
     """The line that asks (no newline: the answer is typed after it)."""
     options = _options(request)
-    tool = _text(request.tool, style)
     if needs_typed_confirmation(request):
+        tool = _text(confirmation_word(request), style)
         more = [r for r in options if r is not Remember.ONCE]
         remember = f" ('yes {more[0].value}' also remembers it for {_SHORT_SCOPE[more[0]]})" if more else ""
         text = f"Type {tool} or yes to allow it once{remember}, or deny: "
@@ -168,12 +179,12 @@ def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | 
     if first in _DENY_WORDS and len(words) == 1:
         return PermissionResponse(decision=Answer.DENY)
     if needs_typed_confirmation(request):
-        accepted = {"yes", request.tool.lower(), f"{request.server}:{request.tool}".lower()}
+        accepted = {"yes", confirmation_word(request).lower(), f"{request.server}:{request.tool}".lower()}
         if first not in accepted:
             if first in _SCOPE_WORDS or first in _ALLOW_ONCE_WORDS:
                 return (
-                    f"This call needs a typed confirmation, not a single key: type {safe(request.tool)} or yes "
-                    "to allow it, or deny."
+                    f"This call needs a typed confirmation, not a single key: type {safe(confirmation_word(request))}"
+                    " or yes to allow it, or deny."
                 )
             return f"Not understood: {_expected(request)}"
         scope = Remember.ONCE if len(words) == 1 else _SCOPE_WORDS.get(words[1].lower())
@@ -302,7 +313,7 @@ def _expected(request: PermissionRequest) -> str:
     if needs_typed_confirmation(request):
         extra = [r.value for r in options if r is not Remember.ONCE]
         scoped = f" (optionally followed by {' or '.join(extra)})" if extra else ""
-        return f"type {safe(request.tool)} or yes{scoped} to allow, or deny."
+        return f"type {safe(confirmation_word(request))} or yes{scoped} to allow, or deny."
     letters = ", ".join(f"{_LETTERS[r]} ({r.value})" for r in options)
     return f"answer {letters}, or d (deny)."
 

@@ -10,13 +10,14 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from mcphost.approval.broker import ApproverGone
-from mcphost.approval.prompt import PermissionRequest, PermissionResponse
+from mcphost.approval.prompt import Answer, PermissionRequest, PermissionResponse
 from mcphost.approval.terminal import (
     parse_answer,
     question,
@@ -30,6 +31,9 @@ from mcphost.console import Style, safe
 # What a script answers for a prompt (a line, as if typed), or None to ask the person.
 Script = Callable[[PermissionRequest], str | None]
 Stopped = Literal["eof", "once"]
+# An allow typed at a terminal this soon after its prompt appeared was meant for the one before it (`y` Enter typed
+# twice), not for a prompt on screen too briefly to be read.
+TOO_QUICK_S = 0.4
 
 
 class _Nothing:
@@ -45,8 +49,9 @@ class StdinLines:
 
     def __init__(self, fd: int = 0) -> None:
         self.fd = fd
-        self.lines: deque[str] = deque()
+        self.lines: deque[tuple[float, str]] = deque()
         self.eof = False
+        self.arrived_at = 0.0  # when the line `pop` returned last came in (time.monotonic)
         self._wake: Callable[[], None] = lambda: None
         try:
             self.tty = os.isatty(fd)
@@ -71,7 +76,9 @@ class StdinLines:
             for raw in complete:
                 if not self._send(loop, raw):
                     return
-        if pending:
+        # A line left unfinished at the end of input is an answer from a pipe (its last line, no newline), but on a
+        # terminal it is what was typed when Ctrl-D was pressed to detach: "yes" half-typed is no allow.
+        if pending and not self.tty:
             self._send(loop, pending)
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
             loop.call_soon_threadsafe(self._ended)
@@ -85,7 +92,7 @@ class StdinLines:
         return True
 
     def _push(self, text: str) -> None:
-        self.lines.append(text)
+        self.lines.append((time.monotonic(), text))
         self._wake()
 
     def _ended(self) -> None:
@@ -95,7 +102,8 @@ class StdinLines:
     def pop(self) -> str | _Nothing | None:
         """The next line; None when input has ended and every line was read; NOTHING while waiting for more."""
         if self.lines:
-            return self.lines.popleft()
+            self.arrived_at, text = self.lines.popleft()
+            return text
         return None if self.eof else NOTHING
 
     def discard_typeahead(self) -> None:
@@ -256,6 +264,7 @@ class TerminalApprover:
         if self.lines is not None:
             self.lines.discard_typeahead()
         self.say(render_prompt(request, self.style, waiting=len(self._queue)))
+        shown_at = time.monotonic()
         scripted = self.script(request) if self.script is not None else None
         while True:
             if entry.future.done():
@@ -263,6 +272,7 @@ class TerminalApprover:
             if scripted is not None:
                 line: str | None = scripted
                 scripted = None  # a script's answer is used once; if it is not usable, the person is asked
+                typed = False
                 self.say(f"{question(request, self.style)}{line}   ({self.script_note})")
             elif self.lines is None:
                 return "eof"
@@ -278,12 +288,26 @@ class TerminalApprover:
                     self.out.write(safe(got, 80))  # a terminal echoes what is typed; a pipe does not
                 self.out.write("\n")
                 self._answered_line()
-                line = got
+                line, typed = got, True
             if line is None:
                 return "eof"
             answer = parse_answer(request, line)
             if isinstance(answer, str):
                 self.say(answer)
+                continue
+            if (
+                answer.decision == Answer.ALLOW
+                and typed
+                and self.lines is not None
+                and self.lines.tty
+                and self.lines.arrived_at - shown_at < TOO_QUICK_S
+            ):
+                # Typed twice for the prompt before (`y` Enter, `y` Enter): the second landed on this one, which
+                # was on screen too briefly to be read.
+                self.say(
+                    f"(typed {max(0.0, self.lines.arrived_at - shown_at) * 1000:.0f} ms after this prompt appeared, "
+                    "too soon to have read it: not taken; answer again)"
+                )
                 continue
             if entry.future.done():
                 return "withdrawn"

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from mcphost.approval.terminal_approver import TOO_QUICK_S
 from tests.helpers import Sandbox, mcphost
 
 
@@ -82,9 +83,11 @@ def test_on_a_terminal_the_person_answers_the_demo_prompts(sandbox: Sandbox) -> 
     try:
         expect("You answer the permission prompts here")
         expect("or [d]eny: ")
+        time.sleep(TOO_QUICK_S)  # the person reads the prompt: an allow typed sooner is taken for a slip
         os.write(leader, b"s\n")
         expect("allowed todo:add_task for this agent session")
         expect("Type delete_task or yes")
+        time.sleep(TOO_QUICK_S)
         os.write(leader, b"y\n")  # one key is not enough for a destructive call
         expect("needs a typed confirmation, not a single key")
         os.write(leader, b"delete_task\n")

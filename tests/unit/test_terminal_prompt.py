@@ -137,6 +137,18 @@ def test_typing_the_tool_name_or_yes_confirms(line: str, remember: Remember) -> 
     assert parse_answer(destructive(), line) == PermissionResponse(decision=Answer.ALLOW, remember=remember)
 
 
+@pytest.mark.parametrize("tool", ["y", "o", "a", "s", "allow", "once", "rm"])
+def test_a_tool_named_like_a_key_is_confirmed_by_its_full_name_only(tool: str) -> None:
+    # An upstream that names its destructive tool `y` made "Type y or yes" a one-key allow.
+    req = destructive().model_copy(update={"tool": tool})
+    assert isinstance(parse_answer(req, tool), str)
+    assert parse_answer(req, f"todo:{tool}") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
+    assert parse_answer(req, "yes") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
+    assert question(req, PLAIN).startswith(f"Type todo:{tool} or yes to allow it once")
+    if tool in ("y", "o", "a"):
+        assert f"type todo:{tool} or yes" in parse_answer(req, tool)  # type: ignore[operator]
+
+
 @pytest.mark.parametrize("line", ["d", "deny", "n", "no", " NO "])
 def test_deny_is_one_word_for_every_prompt(line: str) -> None:
     for req in (request(), destructive()):
