@@ -7,7 +7,8 @@ import asyncio
 import io
 import os
 import pty
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -29,6 +30,24 @@ def terminal() -> Iterator[tuple[int, int]]:
     os.close(follower)
 
 
+@asynccontextmanager
+async def prompted(follower: int) -> AsyncIterator[tuple[io.StringIO, asyncio.Task[PermissionResponse]]]:
+    """An approver reading the terminal, with a write prompt on screen: what it printed, and the prompt's answer."""
+    out = io.StringIO()
+    lines = StdinLines(follower)
+    approver = TerminalApprover(out=out, style=Style(), lines=lines)
+    lines.start(approver.wake)
+    running = asyncio.create_task(approver.run())
+    asked = asyncio.create_task(approver.ask(request()))
+    try:
+        await poll(lambda: "Allow?" in out.getvalue(), "the prompt")
+        yield out, asked
+    finally:
+        approver.stop()
+        running.cancel()
+        await asyncio.gather(running, asked, return_exceptions=True)
+
+
 async def test_ctrl_d_on_a_half_typed_answer_detaches_without_sending_it(terminal: tuple[int, int]) -> None:
     leader, follower = terminal
     lines = StdinLines(follower)
@@ -46,35 +65,19 @@ async def test_an_allow_typed_as_a_prompt_appears_is_not_taken_for_it(
     # `y` Enter typed twice for one prompt: the second landed on the next, on screen for a few milliseconds.
     monkeypatch.setattr(terminal_approver, "TOO_QUICK_S", 0.3)
     leader, follower = terminal
-    out = io.StringIO()
-    approver = TerminalApprover(out=out, style=Style(), lines=StdinLines(follower))
-    approver.lines.start(approver.wake)  # type: ignore[union-attr]
-    running = asyncio.create_task(approver.run())
-    asked = asyncio.create_task(approver.ask(request()))
-    await poll(lambda: "Allow?" in out.getvalue(), "the prompt")
-    os.write(leader, b"o\n")
-    await poll(lambda: "too soon to have read it" in out.getvalue(), "the quick answer refused")
-    assert not asked.done()
-    await asyncio.sleep(0.3)  # the person reads the prompt
-    os.write(leader, b"o\n")
-    async with asyncio.timeout(10):
-        assert await asked == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
-    approver.stop()
-    running.cancel()
-    await asyncio.gather(running, return_exceptions=True)
+    async with prompted(follower) as (out, asked):
+        os.write(leader, b"o\n")
+        await poll(lambda: "too soon to have read it" in out.getvalue(), "the quick answer refused")
+        assert not asked.done()
+        await asyncio.sleep(0.3)  # the person reads the prompt
+        os.write(leader, b"o\n")
+        async with asyncio.timeout(10):
+            assert await asked == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
 
 
 async def test_a_deny_is_taken_however_quick(terminal: tuple[int, int]) -> None:
     leader, follower = terminal
-    out = io.StringIO()
-    approver = TerminalApprover(out=out, style=Style(), lines=StdinLines(follower))
-    approver.lines.start(approver.wake)  # type: ignore[union-attr]
-    running = asyncio.create_task(approver.run())
-    asked = asyncio.create_task(approver.ask(request()))
-    await poll(lambda: "Allow?" in out.getvalue(), "the prompt")
-    os.write(leader, b"d\n")
-    async with asyncio.timeout(10):
-        assert (await asked).decision == Answer.DENY
-    approver.stop()
-    running.cancel()
-    await asyncio.gather(running, return_exceptions=True)
+    async with prompted(follower) as (_, asked):
+        os.write(leader, b"d\n")
+        async with asyncio.timeout(10):
+            assert (await asked).decision == Answer.DENY
