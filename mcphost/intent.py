@@ -666,6 +666,11 @@ def _first_text(tool_input: Mapping[str, Any], keys: tuple[str, ...]) -> str:
     return value if isinstance(value, str) else " ".join(value)  # argv form
 
 
+# The event of a call Claude Code's `--permission-prompt-tool` asks about (`mcphost permission-server`): asked only
+# where Claude Code would ask its user, in a run where nobody can be asked, and answered allow or deny, no "pass".
+PERMISSION_PROMPT_EVENT = "permission-prompt-tool"
+
+
 @dataclass(frozen=True, slots=True)
 class AgentToolUse:
     """One tool call an agent's hook asks about, whichever agent and dialect it came in."""

@@ -23,9 +23,8 @@ def register(p: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from mcp.server.stdio import stdio_server
-
     from mcphost.serve.permission_server import build
+    from mcphost.serve.stdio import serve_stdio
 
     async def decide(use: AgentToolUse) -> dict[str, Any]:
         # The daemon's channel is a blocking client; a worker thread keeps this server answering meanwhile.
@@ -37,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
     server = build(decide)
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        # mcphost's own stdio transport, as `mcphost mcp` serves: a request the SDK's cannot read (nested past its
+        # parser, a lone surrogate) is answered with an error naming it, not dropped with Claude Code left waiting.
+        async with serve_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(main)

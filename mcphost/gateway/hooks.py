@@ -39,6 +39,7 @@ from mcphost.gateway.arguments import check_input
 from mcphost.gateway.tools import RETRIEVE_TOOLS
 from mcphost.intent import (
     MAX_REASON_LENGTH,
+    PERMISSION_PROMPT_EVENT,
     AgentToolUse,
     ToolVariant,
     classify_agent_tool,
@@ -122,7 +123,10 @@ class AgentToolGate:
         if mcp is not None and mcp[0] in config.hooks.mcphost_servers and mcp[1] in MCPHOST_TOOLS:
             # mcphost's own tools: the call itself is decided, prompted and recorded when it reaches mcphost. Any
             # other name under that server is no tool of mcphost's, and is judged as any other.
-            return HookVerdict(PASS if mcp[1] == RETRIEVE_TOOLS else ALLOW, "mcphost decides this call itself")
+            # A hook leaves the search to the agent's own settings; a permission prompt has no such thing to leave
+            # it to, and the search is a read.
+            keep_out = mcp[1] == RETRIEVE_TOOLS and use.event != PERMISSION_PROMPT_EVENT
+            return HookVerdict(PASS if keep_out else ALLOW, "mcphost decides this call itself")
         annotations: dict[str, Any] | None = None
         if mcp is not None and mcp[0] in config.servers:
             found = self._find(*mcp)

@@ -19,10 +19,10 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
 from mcphost import __version__
-from mcphost.intent import AgentToolUse
+from mcphost.intent import PERMISSION_PROMPT_EVENT, AgentToolUse
 
 TOOL = "approve"
-EVENT = "permission-prompt-tool"
+EVENT = PERMISSION_PROMPT_EVENT
 
 Decide = Callable[[AgentToolUse], Awaitable[dict[str, Any]]]
 
@@ -39,10 +39,17 @@ INPUT_SCHEMA = {
 
 def answer(decision: str, reason: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     """The prompt tool's answer for a verdict: only allow and deny exist here."""
-    if decision in ("allow", "pass"):
+    if decision == "allow":
         # The input goes back unchanged: Claude Code requires `updatedInput` with every allow.
         return {"behavior": "allow", "updatedInput": tool_input}
-    if decision == "ask":
+    if decision == "pass":
+        # A tool mcphost leaves to the agent's user (a question, a plan to approve): allowed here, a plan nobody saw
+        # would be approved and a question nobody read answered with itself.
+        reason = (
+            f"mcphost: {reason.removeprefix('mcphost: ')}, and nobody can answer it in a headless run: go on without "
+            "asking, or run Claude Code where its user can answer"
+        )
+    elif decision == "ask":
         reason = (
             f"{reason.removesuffix(', so the agent asks you itself')}. Nobody can be asked in a headless run: "
             "open VS Code with the mcphost extension or run `mcphost approve`, then retry."

@@ -507,6 +507,20 @@ async def test_the_permission_prompt_tool_answers_in_claude_codes_format(sandbox
         assert body["behavior"] == "deny" and "mcphost approve" in body["message"]  # headless: nobody to ask
         rm = await client.call_tool("approve", {"tool_name": "Bash", "input": {"command": "rm -rf /"}})
         assert json.loads(text_of(rm))["behavior"] == "deny"
+        # A question to the user, or a plan to approve: allowed, nobody would have seen them.
+        for tool in ("AskUserQuestion", "ExitPlanMode"):
+            asked = await client.call_tool("approve", {"tool_name": tool, "input": {"plan": "rm -rf ~"}})
+            body = json.loads(text_of(asked))
+            assert body["behavior"] == "deny" and "nobody can answer it in a headless run" in body["message"], body
+        search = await client.call_tool("approve", {"tool_name": "mcp__mcphost__retrieve_tools", "input": {}})
+        assert json.loads(text_of(search))["behavior"] == "allow"  # mcphost's own search, a read
+        # Nested past what a parser reads: answered with an error (the SDK's transport dropped it unanswered, and
+        # Claude Code waited out its timeout).
+        deep: Any = "x"
+        for _ in range(220):
+            deep = {"a": deep}
+        with anyio.fail_after(20), pytest.raises(Exception, match="nests deeper"):
+            await client.call_tool("approve", {"tool_name": "Write", "input": deep})
     events = {r["metadata"]["hook"]["event"] for r in hook_records(sandbox)}
     assert events == {"permission-prompt-tool"}
 
