@@ -29,7 +29,12 @@ RED = "\x1b[31m"
 YELLOW = "\x1b[33m"
 GREEN = "\x1b[32m"
 
-_MARKS = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"  # past ASCII: C1, separators, bidi
+# Past ASCII: C1, separators, bidi, and what shows as nothing: zero-width characters, the soft hyphen, the word
+# joiner and invisible operators, Hangul fillers, and the tag characters (text no one sees that a model reads).
+_MARKS = (
+    r"\x7f-\x9f\xad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\u3164"
+    r"\ufeff\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+)
 _CONTROL = re.compile(f"[\\x00-\\x1f{_MARKS}]")
 _UNSEEN = re.compile(f"[{_MARKS}]")
 
@@ -44,16 +49,26 @@ def unseen_marks(text: str) -> bool:
 # stream can encode), and as their UTF-8 in a line of the log (a test holds the two forms together).
 _UNSEEN_IN_JSON = re.compile(f"[{_MARKS}\\ud800-\\udfff]")
 _UNSEEN_IN_JSON_BYTES = re.compile(
-    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xef\xbb\xbf"
+    rb"\x7f|\xc2[\x80-\x9f\xad]|\xd8\x9c|\xe1\x85[\x9f\xa0]|\xe1\xa0\x8e|\xe2\x80[\x8b-\x8f\xa8-\xae]"
+    rb"|\xe2\x81[\xa0-\xa4\xa6-\xa9]|\xe3\x85\xa4|\xef\xbb\xbf|\xef\xbe\xa0|\xf3\xa0[\x80\x81\x84-\x86][\x80-\xbf]"
+    rb"|\xf3\xa0\x87[\x80-\xaf]"
 )
 
 
-_MARK_LEADS = (b"\xc2", b"\xd8", b"\xe2", b"\xef")  # one byte each: memchr
+_MARK_LEADS = (b"\xc2", b"\xd8", b"\xe1", b"\xe2", b"\xe3", b"\xef", b"\xf3")  # one byte each: memchr
+
+
+def _escape(code: int) -> str:
+    """A character as JSON escapes it: past the first plane, as its UTF-16 surrogate pair."""
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def json_escaped(text: str) -> str:
     """JSON text with the marks a terminal acts on or a reader is misled by written as their escapes: the same JSON."""
-    return _UNSEEN_IN_JSON.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return _UNSEEN_IN_JSON.sub(lambda found: _escape(ord(found.group())), text)
 
 
 def json_escaped_bytes(data: bytes) -> bytes:
@@ -67,7 +82,7 @@ def json_escaped_bytes(data: bytes) -> bytes:
         return data
     if _UNSEEN_IN_JSON_BYTES.search(data) is None:
         return data
-    return _UNSEEN_IN_JSON_BYTES.sub(lambda found: b"\\u%04x" % ord(found.group().decode("utf-8")), data)
+    return _UNSEEN_IN_JSON_BYTES.sub(lambda found: _escape(ord(found.group().decode("utf-8"))).encode("ascii"), data)
 
 
 def safe(value: Any, limit: int | None = None) -> str:

@@ -113,8 +113,23 @@ def test_line_separators_and_direction_marks_are_escaped_in_every_output() -> No
 def test_the_marks_escaped_in_json_are_the_same_in_text_and_in_utf_8() -> None:
     from mcphost.console import json_escaped, json_escaped_bytes
 
-    # Every mark is below U+10000: the first plane whole, and the start of the next, in one text each way.
-    text = "".join(chr(code) for code in range(0x10100) if not 0xD800 <= code <= 0xDFFF)
+    # The first plane whole, the start of the next, and plane 14 (tags, variation selectors), one text each way.
+    codes = [*range(0x10100), *range(0xDFF00, 0xE0300)]
+    text = "".join(chr(code) for code in codes if not 0xD800 <= code <= 0xDFFF)
     assert json_escaped_bytes(text.encode("utf-8")) == json_escaped(text).encode("utf-8")
     assert json_escaped(text) != text
     assert json_escaped('"\udfff"') == '"\\udfff"'
+
+
+def test_what_shows_as_nothing_is_escaped_and_stays_the_same_json() -> None:
+    import json
+
+    from mcphost.console import json_escaped, safe
+
+    # A tool named with tag characters carries text nobody sees (a model reads it); fillers show as blank names.
+    hidden = "rm\U000e0049\U000e0067\u2060\u00ad\u3164\u115f\u180e\U000e0101"
+    shown = safe(hidden)
+    assert shown.isascii() and shown.startswith("rm\\U000e0049"), shown
+    escaped = json_escaped(json.dumps({"tool": hidden}, ensure_ascii=False))
+    assert escaped.isascii() and "\\udb40\\udc49" in escaped  # a surrogate pair, as JSON writes it
+    assert json.loads(escaped) == {"tool": hidden}
