@@ -11,6 +11,7 @@ confirmation (the tool's name, or `yes`), never a single key.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import textwrap
 from datetime import UTC, datetime
@@ -37,6 +38,8 @@ _SCOPE_WORDS = {
 }
 _ALLOW_ONCE_WORDS = {"y", "yes", "allow"}
 _DENY_WORDS = {"d", "deny", "n", "no"}
+_VIEW_WORDS = {"v", "view"}  # every argument, shown again whole
+_PLAIN = Style()
 _SHORT_SCOPE = {Remember.ONCE: "this call", Remember.SESSION: "this agent session", Remember.ALWAYS: "good"}
 ONE_SHOT_NOTE = "no [s]ession: a one-shot `mcphost call` is its own session, so a session grant would end with it"
 
@@ -69,7 +72,7 @@ def confirmation_word(request: PermissionRequest) -> str:
     `a`), short enough to be typed without meaning it, or with a space in it: then `server:tool`."""
     tool = request.tool
     word = tool.lower()
-    keylike = word in _ALLOW_ONCE_WORDS or word in _SCOPE_WORDS or word in _DENY_WORDS
+    keylike = word in _ALLOW_ONCE_WORDS or word in _SCOPE_WORDS or word in _DENY_WORDS or word in _VIEW_WORDS
     if keylike or len(tool) < 3 or any(c.isspace() for c in tool):
         return f"{request.server}:{tool}"
     return tool
@@ -162,7 +165,7 @@ def question(request: PermissionRequest, style: Style) -> str:
     return paint(f"Allow? {choices} or [d]eny: ", style, BOLD)
 
 
-def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | str:
+def parse_answer(request: PermissionRequest, line: str, style: Style = _PLAIN) -> PermissionResponse | str:
     """The response a typed line means, or what to tell the person when it means nothing usable. A remembered
     allow may be narrowed after its scope: `a exact` (exactly these arguments) or `a path=/work/src/*` (arguments
     matching globs, name=glob, as many as needed)."""
@@ -178,6 +181,8 @@ def parse_answer(request: PermissionRequest, line: str) -> PermissionResponse | 
     first = words[0].lower()
     if first in _DENY_WORDS and len(words) == 1:
         return PermissionResponse(decision=Answer.DENY)
+    if first in _VIEW_WORDS and len(words) == 1:
+        return all_arguments(request, style)
     if needs_typed_confirmation(request):
         accepted = {"yes", confirmation_word(request).lower(), f"{request.server}:{request.tool}".lower()}
         if first not in accepted:
@@ -340,27 +345,42 @@ def _has_arguments(request: PermissionRequest) -> bool:
     return bool(request.arguments) or bool(request.arguments_preview)
 
 
-def _argument_lines(request: PermissionRequest, style: Style) -> list[str]:
+def _argument_lines(request: PermissionRequest, style: Style, limit: int | None = MAX_ARGUMENT_LINES) -> list[str]:
+    """The arguments as the prompt shows them: every line wrapped within the gutter, never cut (the agent chooses
+    where a cut would fall, and would put what matters past it), long runs of spaces shown counted; past `limit`
+    lines, the rest is announced with how to see it (`v`)."""
     width = WIDTH - 16
     if request.arguments:
         pretty = json.dumps(request.arguments, indent=2, ensure_ascii=False, default=str).splitlines()
-        shown = [_clip(_text(line, style), width, style) for line in pretty[:MAX_ARGUMENT_LINES]]
-        if len(pretty) > MAX_ARGUMENT_LINES:
-            shown.append(f"... {len(pretty) - MAX_ARGUMENT_LINES} more lines not shown")
+        shown: list[str] = []
+        for line in pretty:
+            text = _spaces_counted(_text(line, style), style)
+            shown.extend(text[i : i + width] for i in range(0, max(1, len(text)), width))
+        if limit is not None and len(shown) > limit:
+            left = len(shown) - limit
+            shown = [*shown[:limit], f"... {left} more lines not shown: answer v to see every argument"]
         return shown
     if request.arguments_preview:
         # Too large to send whole: the daemon sent the start of their JSON.
-        preview = _text(request.arguments_preview, style)[:MAX_PREVIEW_CHARS]
+        preview = _spaces_counted(_text(request.arguments_preview, style), style)[:MAX_PREVIEW_CHARS]
         wrapped = [preview[i : i + width] for i in range(0, len(preview), width)]
         return [*wrapped, "... (too large to show in full: this is the start of their JSON)"]
     return []
 
 
-def _clip(line: str, width: int, style: Style) -> str:
-    if len(line) <= width:
-        return line
-    more = len(line) - width
-    return f"{line[:width]}{'...' if style.ascii_only else '…'} (+{more} chars)"
+_SPACE_RUN = re.compile(" {4,}")
+
+
+def _spaces_counted(text: str, style: Style) -> str:
+    """Runs of spaces an agent can pad a value with, to push its end out of sight, shown as counted marks."""
+    mark = "<{} spaces>" if style.ascii_only else "␠×{}"
+    return _SPACE_RUN.sub(lambda run: mark.format(len(run.group())), text)
+
+
+def all_arguments(request: PermissionRequest, style: Style) -> str:
+    """Every line of the arguments, for the person who asked to see them (`v`)."""
+    lines = _argument_lines(request, style, limit=None) or ["(no arguments)"]
+    return "\n".join(["Every argument, as the tool gets it (redacted):", *_gutter(lines, style)])
 
 
 def _annotations(annotations: dict[str, Any], style: Style) -> str:

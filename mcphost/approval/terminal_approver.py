@@ -291,7 +291,7 @@ class TerminalApprover:
                 line, typed = got, True
             if line is None:
                 return "eof"
-            answer = parse_answer(request, line)
+            answer = parse_answer(request, line, self.style)
             if isinstance(answer, str):
                 self.say(answer)
                 continue
