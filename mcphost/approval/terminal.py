@@ -351,7 +351,7 @@ def _argument_lines(request: PermissionRequest, style: Style, limit: int | None 
     lines, the rest is announced with how to see it (`v`)."""
     width = WIDTH - 16
     if request.arguments:
-        pretty = json.dumps(request.arguments, indent=2, ensure_ascii=False, default=str).splitlines()
+        pretty = json.dumps(request.arguments, indent=2, ensure_ascii=False, default=str).split("\n")
         shown: list[str] = []
         for line in pretty:
             text = _spaces_counted(_text(line, style), style)

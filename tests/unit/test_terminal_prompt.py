@@ -346,3 +346,10 @@ def test_a_call_offered_no_grant_for_any_arguments_must_be_narrowed_to_be_rememb
     assert parse_answer(req, "o") == PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
     text = render_prompt(req, PLAIN, now=NOW)
     assert "names what it covers" in text and "covers any arguments" not in text
+
+
+def test_a_line_separator_in_an_argument_stays_inside_its_line() -> None:
+    # str.splitlines() also breaks at U+2028, U+2029 and U+0085: a value split across lines of the gutter.
+    text = render_prompt(request(arguments={"title": "a\u2028b\u2029c\x85d"}), PLAIN, now=NOW)
+    [line] = [line for line in text.splitlines() if '"title"' in line]
+    assert line.endswith('"title": "a\\u2028b\\u2029c\\x85d"')
