@@ -105,20 +105,47 @@ def ascii_only(stream: TextIO | None = None) -> bool:
     return encoding != "utf8"
 
 
+# The widest a block of output lays itself out (a prompt), and the narrowest terminal it still fits itself to.
+WIDEST = 100
+NARROWEST = 40
+
+
 @dataclass(frozen=True, slots=True)
 class Style:
     color: bool = False  # ANSI colours and bold (a terminal that wants them)
     ascii_only: bool = False  # the output cannot carry UTF-8: [W] for 📝, plain rules, agent text escaped to ASCII
+    # Columns a line may take: a line the terminal wraps starts again at its first column, where text an agent
+    # wrote would pass for the program's own.
+    width: int = WIDEST
 
 
 def detect_style(stream: TextIO) -> Style:
-    """Colour on a terminal (unless NO_COLOR or TERM=dumb); ASCII when the stream's encoding is not UTF-8."""
+    """Colour on a terminal (unless NO_COLOR or TERM=dumb); ASCII when the stream's encoding is not UTF-8; as wide
+    as the terminal, up to WIDEST."""
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    return Style(color=color, ascii_only=ascii_only(stream))
+    columns = terminal_width(stream) if tty else None
+    width = WIDEST if not columns else max(NARROWEST, min(WIDEST, columns))  # 0: a terminal that gives no size
+    return Style(color=color, ascii_only=ascii_only(stream), width=width)
+
+
+def fit_cells(text: str, width: int) -> list[str]:
+    """`text` cut into pieces of at most `width` terminal columns each (a wide character takes two)."""
+    if text.isascii():
+        return [text[i : i + width] for i in range(0, len(text), width)] or [""]
+    pieces: list[str] = []
+    start, used = 0, 0
+    for at, ch in enumerate(text):
+        cells = 0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+        if used + cells > width and at > start:
+            pieces.append(text[start:at])
+            start, used = at, 0
+        used += cells
+    pieces.append(text[start:])
+    return pieces
 
 
 def paint(text: str, style: Style, *codes: str) -> str:

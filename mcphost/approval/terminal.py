@@ -19,10 +19,22 @@ from typing import Any
 
 from mcphost.approval.grants import pattern_matches
 from mcphost.approval.prompt import Answer, GrantMatch, PermissionRequest, PermissionResponse, one_shot_client
-from mcphost.console import ASCII_ICONS, BOLD, DIM, GREEN, INTENT_ICONS, RED, REVERSE, YELLOW, Style, paint, safe
+from mcphost.console import (
+    ASCII_ICONS,
+    BOLD,
+    DIM,
+    GREEN,
+    INTENT_ICONS,
+    RED,
+    REVERSE,
+    YELLOW,
+    Style,
+    fit_cells,
+    paint,
+    safe,
+)
 from mcphost.policy import Remember
 
-WIDTH = 100  # the widest line a prompt prints (agent text is wrapped or cut to fit)
 MAX_ARGUMENT_LINES = 24
 MAX_PREVIEW_CHARS = 600
 
@@ -86,26 +98,29 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     destructive = is_destructive(request)
     lines: list[str] = []
     if destructive:
-        rule = ("=" if style.ascii_only else "━") * WIDTH
+        rule = ("=" if style.ascii_only else "━") * style.width
         banner = "  DESTRUCTIVE  this call may delete or overwrite data, possibly for good  "
         mark = "!!" if style.ascii_only else "⚠"
         lines.append(paint(rule, style, RED, BOLD))
         lines.append(paint(f"{mark}{banner}{mark}", style, RED, BOLD, REVERSE))
         lines.append(paint(rule, style, RED, BOLD))
     else:
-        lines.append(paint(("-" if style.ascii_only else "─") * WIDTH, style, DIM))
+        lines.append(paint(("-" if style.ascii_only else "─") * style.width, style, DIM))
 
     icons = ASCII_ICONS if style.ascii_only else INTENT_ICONS
     icon = icons.get(request.operation, "?")
     title = f"{icon} {request.operation.upper()}  {_text(request.server, style)}:{_text(request.tool, style)}"
     heading = f"{title}   via {_text(request.variant, style)}"
-    lines.append(paint(heading, style, BOLD, RED) if destructive else paint(heading, style, BOLD))
+    first = fit_cells(heading, style.width)[0]
+    rest = fit_cells(heading[len(first) :], style.width - 2) if len(first) < len(heading) else []
+    for piece in [first, *(f"  {more}" for more in rest)]:  # a server's or tool's long name goes on, indented
+        lines.append(paint(piece, style, BOLD, RED) if destructive else paint(piece, style, BOLD))
     queue = f"   ({waiting} more waiting after this one)" if waiting else ""
     lines.append(_field("prompt", f"{_text(request.id, style)}{queue}"))
     who = [_text(request.client, style, 60) if request.client else "an agent (it did not name its client)"]
     if request.session_id:
         who.append(f"session {_text(request.session_id, style, 40)}")
-    lines.append(_field("from", ", ".join(who)))
+    lines.extend(_fields("from", ", ".join(who), style))
 
     lines.append(_field("arguments", "(redacted: secrets replaced)" if _has_arguments(request) else "(none)"))
     lines.extend(_gutter(_argument_lines(request, style), style))
@@ -114,9 +129,9 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     if intent.reason:
         lines.append(_field("reason", "the agent's own words, not checked by mcphost:"))
         wrapped = textwrap.wrap(
-            _text(intent.reason, style), WIDTH - 8, break_long_words=True, break_on_hyphens=False
+            _text(intent.reason, style), style.width - _GUTTER, break_long_words=True, break_on_hyphens=False
         ) or [""]
-        lines.extend(_gutter(wrapped, style))
+        lines.extend(_gutter(_fitted(wrapped, style.width - _GUTTER), style))
     else:
         lines.append(_field("reason", "(the agent gave none)"))
     if intent.data_sensitivity:
@@ -124,7 +139,8 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     else:
         lines.append(_field("data", "(the agent did not declare its sensitivity)"))
 
-    hints = textwrap.wrap(_annotations(request.annotations, style), WIDTH - 14, break_on_hyphens=False) or [""]
+    hints = textwrap.wrap(_annotations(request.annotations, style), style.width - _FIELD, break_on_hyphens=False)
+    hints = _fitted(hints or [""], style.width - _FIELD)
     lines.append(_field("annotations", hints[0]))
     lines.extend(_field("", more) for more in hints[1:])
     match = request.call_with == request.variant
@@ -134,13 +150,13 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
 
     if request.rule:
         # From the person's own config, yet escaped like the rest: a reason is free text.
-        because = f": {_text(request.rule_reason, style, WIDTH * 2)}" if request.rule_reason else ""
-        lines.append(_field("asked by", f"{_text(request.rule, style, 40)}{because}"))
+        because = f": {_text(request.rule_reason, style, 200)}" if request.rule_reason else ""
+        lines.extend(_fields("asked by", f"{_text(request.rule, style, 40)}{because}", style))
 
     warn = "!" if style.ascii_only else "⚠"
     for warning in request.warnings:
-        text = f"{warn} {_text(warning, style, WIDTH * 2)}"
-        lines.append(_field("warning", paint(text, style, YELLOW, BOLD)))
+        text = f"{warn} {_text(warning, style, 200)}"
+        lines.extend(_fields("warning", text, style, YELLOW, BOLD))
     lines.append(_field("expires", _expiry(request.expires_at, now)))
     narrow = _narrowing_hint(request, style)
     if narrow:
@@ -148,7 +164,7 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     if _session_withheld(request):
         lines.append(_field("remember", paint(ONE_SHOT_NOTE, style, DIM)))
     if destructive:
-        lines.append(paint(("=" if style.ascii_only else "━") * WIDTH, style, RED, BOLD))
+        lines.append(paint(("=" if style.ascii_only else "━") * style.width, style, RED, BOLD))
     return "\n".join(lines)
 
 
@@ -332,8 +348,24 @@ def _text(value: Any, style: Style, limit: int | None = None) -> str:
     return text
 
 
+# Columns before a field's value, and before the text in the gutter (`_field`, `_gutter`).
+_FIELD = 14
+_GUTTER = 16
+
+
 def _field(label: str, value: str) -> str:
     return f"  {label:<12}{value}"
+
+
+def _fields(label: str, value: str, style: Style, *codes: str) -> list[str]:
+    """A field whose value may be longer than the line: the rest on lines of their own, under the value."""
+    pieces = fit_cells(value, style.width - _FIELD)
+    return [_field(label if n == 0 else "", paint(piece, style, *codes)) for n, piece in enumerate(pieces)]
+
+
+def _fitted(lines: list[str], width: int) -> list[str]:
+    """Lines cut again where wide characters make one take more than `width` columns."""
+    return [piece for line in lines for piece in fit_cells(line, width)]
 
 
 def _gutter(lines: list[str], style: Style) -> list[str]:
@@ -349,21 +381,21 @@ def _argument_lines(request: PermissionRequest, style: Style, limit: int | None 
     """The arguments as the prompt shows them: every line wrapped within the gutter, never cut (the agent chooses
     where a cut would fall, and would put what matters past it), long runs of spaces shown counted; past `limit`
     lines, the rest is announced with how to see it (`v`)."""
-    width = WIDTH - 16
+    width = style.width - _GUTTER
     if request.arguments:
         pretty = json.dumps(request.arguments, indent=2, ensure_ascii=False, default=str).split("\n")
         shown: list[str] = []
         for line in pretty:
             text = _spaces_counted(_text(line, style), style)
-            shown.extend(text[i : i + width] for i in range(0, max(1, len(text)), width))
+            shown.extend(fit_cells(text, width))
         if limit is not None and len(shown) > limit:
             left = len(shown) - limit
-            shown = [*shown[:limit], f"... {left} more lines not shown: answer v to see every argument"]
+            shown = [*shown[:limit], *fit_cells(f"... {left} more lines not shown: answer v to see them", width)]
         return shown
     if request.arguments_preview:
         # Too large to send whole: the daemon sent the start of their JSON.
         preview = _spaces_counted(_text(request.arguments_preview, style), style)[:MAX_PREVIEW_CHARS]
-        wrapped = [preview[i : i + width] for i in range(0, len(preview), width)]
+        wrapped = fit_cells(preview, width)
         return [*wrapped, "... (too large to show in full: this is the start of their JSON)"]
     return []
 

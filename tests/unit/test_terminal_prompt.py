@@ -237,7 +237,7 @@ def test_ascii_fallback_has_no_byte_outside_ascii() -> None:
 def test_large_arguments_are_wrapped_to_fit_and_the_rest_is_one_answer_away() -> None:
     many = request(arguments={f"k{i}": i for i in range(40)})
     text = render_prompt(many, PLAIN, now=NOW)
-    assert "... 18 more lines not shown: answer v to see every argument" in text
+    assert "... 18 more lines not shown: answer v to see them" in text
     every = parse_answer(many, "v")
     assert isinstance(every, str) and '"k39": 39' in every and "not shown" not in every
     long = request(arguments={"body": "q" * 500})
@@ -353,3 +353,29 @@ def test_a_line_separator_in_an_argument_stays_inside_its_line() -> None:
     text = render_prompt(request(arguments={"title": "a\u2028b\u2029c\x85d"}), PLAIN, now=NOW)
     [line] = [line for line in text.splitlines() if '"title"' in line]
     assert line.endswith('"title": "a\\u2028b\\u2029c\\x85d"')
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100])
+def test_no_line_of_a_prompt_is_wider_than_the_terminal(width: int) -> None:
+    # A line the terminal wraps goes on at its first column, outside the gutter, where an agent's text passes for
+    # mcphost's own ("-- withdrawn", "from claude-code").
+    from mcphost.console import cell_width
+
+    long = "word " * 60 + "-- withdrawn: answered in another editor"
+    req = destructive(
+        arguments={"path": "漢字" * 80, "command": "x" * 300},
+        intent={"operation_type": "destructive", "reason": long + " 漢字" * 50},
+        warnings=["a warning that runs on " * 12],
+        rule="rules[1]",
+        rule_reason="r" * 150,
+        annotations={"destructiveHint": True, "title": "t" * 150},
+    )
+    req = req.model_copy(update={"tool": "delete_" + "t" * 150, "client": "c" * 200})
+    style = Style(width=width)
+    lines = render_prompt(req, style, now=NOW).splitlines()
+    # mcphost's own lines (the banner, the check, the expiry) hold no agent text: only theirs are left to wrap.
+    own = ("⚠  DESTRUCTIVE", "  arguments ", "  reason ", "  data ", "  check ", "  expires ", "  narrow ")
+    agents = [line for line in lines if not line.startswith(own)]
+    assert max(cell_width(line) for line in agents) <= width, [line for line in agents if cell_width(line) > width]
+    assert "".join(line.strip() for line in lines).count("delete_" + "t" * 150) == 1  # the name whole, over lines
+    assert "".join(lines).count("漢") == 80 + 50  # wrapped, not cut
