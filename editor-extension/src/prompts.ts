@@ -77,9 +77,17 @@ const ALLOW_LABELS: Record<Remember, string> = {
   always: 'Always allow',
 };
 
-/** Control characters (C0, DEL, C1) and the Unicode format characters that reorder or hide text. */
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+/**
+ * Control characters (C0, DEL, C1) and the Unicode characters that reorder or hide text: bidi and zero-width marks,
+ * the soft hyphen, Hangul fillers, tag characters (text a model reads and a person never sees), as the daemon's
+ * terminal output escapes them (mcphost/console.py).
+ */
+const CONTROL =
+  // eslint-disable-next-line no-control-regex
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufeff\uffa0]|\udb40[\udc00-\udc7f\udd00-\uddef]/g;
+
+/** A run of spaces an agent can pad a value with, to push its end past the cut. */
+const SPACE_RUN = / {4,}/g;
 
 function toText(text: unknown): string {
   if (typeof text === 'string') {
@@ -99,7 +107,12 @@ export function plain(text: unknown, max: number, keepNewlines = false): string 
   let value = toText(text);
   // VS Code turns `[text](https:|command:|file:...)` in a notification into a link: break the pattern.
   value = value.replace(CONTROL, '').replace(/\]\(/g, '] (');
-  value = keepNewlines ? value.replace(/\r\n?/g, '\n').replace(/\n{3,}/g, '\n\n') : value.replace(/\s+/g, ' ');
+  value = keepNewlines
+    ? value
+        .replace(/\r\n?/g, '\n')
+        .replace(/\n{3,}/g, '\n\n')
+        .replace(SPACE_RUN, (run) => (run.length > 12 ? `␠×${run.length}` : run))
+    : value.replace(/\s+/g, ' ');
   value = value.trim();
   if (value.length > max) {
     value = `${value.slice(0, max - 1).trimEnd()}…`;
