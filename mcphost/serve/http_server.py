@@ -127,6 +127,11 @@ class _Held:
     total = 0  # bytes of bodies held right now, on every connection of this process
 
 
+# A connection whose client has stopped reading (the answer waits in the daemon's memory, past the kernel's buffers)
+# and has taken nothing of it for this long is closed: the answer is let go. A client reading slowly goes on.
+STALLED_READER_S = 60.0
+
+
 class _AgentsHttp(HttpToolsProtocol):
     """uvicorn's HTTP protocol, its responses in one write (`_OneWrite`), and an agent's tool call answered without
     ASGI: a POST to /mcp is held until its body is whole and offered to the agents' door, which runs every check of
@@ -143,6 +148,7 @@ class _AgentsHttp(HttpToolsProtocol):
     _head: int | None = None  # bytes of the request's head read so far; None once it is whole
     _held_body: bytearray | None = None
     _refused = False  # a request refused before its end (`_refuse_busy`): what follows on the connection is not read
+    _stall: asyncio.TimerHandle | None = None  # the watch on a client that stopped reading (`pause_writing`)
     _cut: CallCut | None = None  # the 2026-era call in flight on this connection, which its client's leaving ends
     # The keep-alive clock (`IdleTimer`): uvicorn sets a timer after every response and cancels it at the next request:
     # its handle made, pushed on the loop's heap and popped again, on every call.
@@ -162,6 +168,9 @@ class _AgentsHttp(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._held_body is not None:
             self._let_go(self._held_body)
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         super().connection_lost(exc)
         self._keep_alive.cancel()
         if self._cut is not None:
@@ -215,6 +224,31 @@ class _AgentsHttp(HttpToolsProtocol):
             self._start_asgi_task(cycle, app)
             return
         self._keep_alive.idle()
+
+    def pause_writing(self) -> None:
+        # The transport holds more than its high-water mark for the client: watch that the client takes it.
+        super().pause_writing()
+        if self._stall is None:
+            self._stall = self.loop.call_later(STALLED_READER_S, self._stalled, self.transport.get_write_buffer_size())
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+
+    def _stalled(self, before: int) -> None:
+        held = self.transport.get_write_buffer_size()
+        if held and held >= before:
+            logger.warning(
+                "closed an HTTP connection whose client took nothing of its answer for %g s (%d bytes waiting)",
+                STALLED_READER_S,
+                held,
+            )
+            self._stall = None
+            self.transport.abort()
+            return
+        self._stall = self.loop.call_later(STALLED_READER_S, self._stalled, held) if held else None
 
     def _kept_alive_long_enough(self, due: float) -> None:
         self.timeout_keep_alive_handler()

@@ -73,6 +73,15 @@ class Transport(asyncio.Transport):
 
     def resume_reading(self) -> None: ...
 
+    buffered = 0  # what the client has not taken yet
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.close()
+
 
 class Asgi:
     """The ASGI app behind the door: it notes each request it is handed, with its whole body, and answers 200 "asgi"."""
@@ -323,6 +332,29 @@ async def test_bodies_held_count_against_one_budget_and_are_let_go_with_their_co
     assert [offered for _, offered in door.offered] == [BODY]
     stalled.connection_lost(None)
     assert _Held.total == 0
+
+
+async def test_a_client_that_stops_reading_its_answer_is_let_go_one_reading_slowly_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 100 clients that never read a 7.8 MB answer held 635 MB of the daemon's memory, for as long as they liked.
+    monkeypatch.setattr(http_server, "STALLED_READER_S", 0.05)
+    stalled, transport, _, _ = connect(Door())
+    transport.buffered = 8_000_000
+    stalled.pause_writing()  # the transport is past its high-water mark
+    await asyncio.wait_for(transport.closing.wait(), 5)
+    assert transport.aborted
+    monkeypatch.setattr(http_server, "STALLED_READER_S", 3600)  # each period's end is called here instead
+    slow, slow_transport, _, _ = connect(Door())
+    slow_transport.buffered = 8_000_000
+    slow.pause_writing()
+    for _ in range(3):  # it takes a little in every period
+        before, slow_transport.buffered = slow_transport.buffered, slow_transport.buffered - 1_000_000
+        slow._stalled(before)
+        assert not slow_transport.closed and slow._stall is not None
+    slow_transport.buffered = 0
+    slow.resume_writing()
+    assert slow._stall is None
 
 
 async def test_a_request_pipelined_behind_a_claimed_call_is_answered_after_it_in_order() -> None:
