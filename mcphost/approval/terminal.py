@@ -29,6 +29,7 @@ from mcphost.console import (
     REVERSE,
     YELLOW,
     Style,
+    cell_width,
     fit_cells,
     paint,
     safe,
@@ -111,10 +112,7 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     icon = icons.get(request.operation, "?")
     title = f"{icon} {request.operation.upper()}  {_text(request.server, style)}:{_text(request.tool, style)}"
     heading = f"{title}   via {_text(request.variant, style)}"
-    first = fit_cells(heading, style.width)[0]
-    rest = fit_cells(heading[len(first) :], style.width - 2) if len(first) < len(heading) else []
-    for piece in [first, *(f"  {more}" for more in rest)]:  # a server's or tool's long name goes on, indented
-        lines.append(paint(piece, style, BOLD, RED) if destructive else paint(piece, style, BOLD))
+    lines.append(_block(heading, style, BOLD, RED) if destructive else _block(heading, style, BOLD))
     queue = f"   ({waiting} more waiting after this one)" if waiting else ""
     lines.append(_field("prompt", f"{_text(request.id, style)}{queue}"))
     who = [_text(request.client, style, 60) if request.client else "an agent (it did not name its client)"]
@@ -176,7 +174,7 @@ def question(request: PermissionRequest, style: Style) -> str:
         more = [r for r in options if r is not Remember.ONCE]
         remember = f" ('yes {more[0].value}' also remembers it for {_SHORT_SCOPE[more[0]]})" if more else ""
         text = f"Type {tool} or yes to allow it once{remember}, or deny: "
-        return paint(text, style, BOLD, RED) if is_destructive(request) else paint(text, style, BOLD)
+        return _block(text, style, BOLD, RED) if is_destructive(request) else _block(text, style, BOLD)
     choices = ", ".join(f"[{_LETTERS[r]}]{r.value[1:]}" for r in options)
     return paint(f"Allow? {choices} or [d]eny: ", style, BOLD)
 
@@ -261,21 +259,21 @@ def render_decision(request: PermissionRequest, response: PermissionResponse, st
     target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
     if response.decision is Answer.DENY:
         mark = "NO" if style.ascii_only else "✘"
-        return paint(f"{mark} denied {target}: the agent is told you said no", style, RED, BOLD)
+        return _block(f"{mark} denied {target}: the agent is told you said no", style, RED, BOLD)
     mark = "OK" if style.ascii_only else "✔"
     scope = {
         Remember.ONCE: "once (this call only)",
         Remember.SESSION: "for this agent session",
         Remember.ALWAYS: "always (until revoked, or until the tool changes)",
     }[response.remember]
-    return paint(f"{mark} allowed {target} {scope}", style, GREEN, BOLD)
+    return _block(f"{mark} allowed {target} {scope}", style, GREEN, BOLD)
 
 
 def render_withdrawn(request: PermissionRequest, style: Style, *, shown: bool) -> str:
     mark = "--" if style.ascii_only else "⊘"
     target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
     when = "" if shown else " before its turn"
-    return paint(
+    return _block(
         f"{mark} withdrawn{when}: the prompt {_text(request.id, style)} for {target} was answered in another "
         "editor, expired, or its call ended; nothing to answer",
         style,
@@ -286,7 +284,7 @@ def render_withdrawn(request: PermissionRequest, style: Style, *, shown: bool) -
 def render_waiting(request: PermissionRequest, style: Style) -> str:
     icons = ASCII_ICONS if style.ascii_only else INTENT_ICONS
     target = f"{_text(request.server, style)}:{_text(request.tool, style)}"
-    return paint(
+    return _block(
         f"(another prompt is waiting: {icons.get(request.operation, '?')} {target}; it comes next)", style, DIM
     )
 
@@ -361,6 +359,18 @@ def _fields(label: str, value: str, style: Style, *codes: str) -> list[str]:
     """A field whose value may be longer than the line: the rest on lines of their own, under the value."""
     pieces = fit_cells(value, style.width - _FIELD)
     return [_field(label if n == 0 else "", paint(piece, style, *codes)) for n, piece in enumerate(pieces)]
+
+
+def _block(text: str, style: Style, *codes: str) -> str:
+    """A line of mcphost's that names what an agent or upstream chose (a tool's name): fitted to the terminal, its
+    rest indented, so that none of it starts at the first column, where it would pass for a line of its own."""
+    if cell_width(text) <= style.width:
+        return paint(text, style, *codes)
+    wrapped = textwrap.wrap(text, style.width - 2, break_long_words=True, break_on_hyphens=False) or [text]
+    pieces = [piece for line in wrapped for piece in fit_cells(line, style.width - 2)]  # wide characters
+    if text.endswith(" "):
+        pieces[-1] += " "  # a question: the answer is typed after it
+    return "\n".join(paint(piece if n == 0 else f"  {piece}", style, *codes) for n, piece in enumerate(pieces))
 
 
 def _fitted(lines: list[str], width: int) -> list[str]:

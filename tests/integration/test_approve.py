@@ -309,7 +309,8 @@ async def test_a_prompt_answered_in_another_editor_is_withdrawn_from_approve(hos
         go.set()
         assert not (await result_of(call)).is_error
         await ap.expect("withdrawn: the prompt")
-        assert "answered in another editor, expired, or its call ended" in ap.output
+        # (a line longer than the terminal's width goes on, indented, on the next)
+        assert "answered in another editor, expired, or its call ended" in " ".join(ap.output.split())
         # Typing now answers nothing: an answer is for the prompt on screen.
         await ap.type("o")
         await ap.expect("(no prompt is waiting; ignored: 'o')")

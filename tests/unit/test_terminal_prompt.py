@@ -379,3 +379,21 @@ def test_no_line_of_a_prompt_is_wider_than_the_terminal(width: int) -> None:
     assert max(cell_width(line) for line in agents) <= width, [line for line in agents if cell_width(line) > width]
     assert "".join(line.strip() for line in lines).count("delete_" + "t" * 150) == 1  # the name whole, over lines
     assert "".join(lines).count("漢") == 80 + 50  # wrapped, not cut
+
+
+def test_the_lines_around_a_prompt_fit_a_narrow_terminal_too() -> None:
+    from mcphost.console import cell_width
+
+    req = destructive(tool="delete_" + "t" * 120, server="s" * 60)
+    style = Style(width=50)
+    allow = PermissionResponse(decision=Answer.ALLOW, remember=Remember.ONCE)
+    for text in (
+        question(req, style),
+        render_decision(req, allow, style),
+        render_withdrawn(req, style, shown=True),
+        render_waiting(req, style),
+    ):
+        lines = text.split("\n")
+        assert max(cell_width(line) for line in lines) <= 50, lines
+        assert all(line.startswith("  ") for line in lines[1:]), lines  # none of it at the first column
+        assert "".join(line.strip() for line in lines).count("t" * 120) == 1
