@@ -547,12 +547,8 @@ class AgentsDoor:
 
     def claim(self, headers: list[tuple[bytes, bytes]], body: bytes) -> Claim | None:
         """The tool call in a POST to /mcp with these headers (names in lower case) and this body, if the shortcut
-        would answer it; the caller has checked the method and the path."""
-        host, origin, authorization, session, version, accept, content_type = first_values(
-            headers, b"host", b"origin", b"authorization", _SESSION, _VERSION, b"accept", b"content-type"
-        )
-        if not self._loopback.admits(host, origin) or not self._guard.admits(authorization):
-            return None
+        would answer it; the caller has checked the method and the path, and that `admits(headers)`."""
+        session, version, accept, content_type = first_values(headers, _SESSION, _VERSION, b"accept", b"content-type")
         if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
             # The SDK's manager sends every other version to its 2026-era entry, a session header or not.
             return self._shortcut.claim_modern(headers, accept, content_type, body)
