@@ -139,6 +139,8 @@ class WaitWatch:
             status = ask(self._info, "mcphost call", STATUS)
         except NoDaemon as exc:
             return waiting_for(pid, self._server, self._tool, unanswered=str(exc))
+        except Exception as exc:  # a look that fails is said as such, never a traceback over the person's terminal
+            return waiting_for(pid, self._server, self._tool, unanswered=f"{type(exc).__name__}: {exc}")
         if not isinstance(status, dict):
             return waiting_for(pid, self._server, self._tool, unanswered="an answer that is no status")
         return waiting_for(pid, self._server, self._tool, status=status)
