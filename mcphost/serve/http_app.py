@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import hmac
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -36,6 +37,8 @@ from mcphost.serve.activity_api import API_PATH, activity_endpoint
 from mcphost.serve.mcp_server import HttpCalls, modern_call, response_line, shortcut_call
 from mcphost.serve.stdio import STOPPED, shortcut_message, unusable_id
 from mcphost.serve.tokens import Secrets
+
+logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
@@ -311,6 +314,8 @@ class CallShortcut:
         version = self.calls.version_of(session)
         if transport is None or transport.is_terminated or version is None:
             return None
+        if isinstance(self.manager, SessionManager):
+            self.manager.used(session)
         call = shortcut_call(message, version)
         return None if call is None else Claim(session, call, transport)
 
@@ -678,6 +683,41 @@ class IdleTimer:
             self._check_at(due)
 
 
+# Handshake-era sessions a daemon keeps at once (each some 40 KB). Past it, opening one ends the session idle the
+# longest instead of refusing the new one: the SDK's refusal at its 10 000 locked every handshake-era agent out for
+# half an hour, for anyone who opened that many and let them be. A client whose session was ended is answered 404
+# and opens another, as the protocol has it.
+MAX_SESSIONS = 1000
+
+
+class SessionManager(StreamableHTTPSessionManager):
+    """The SDK's manager, with the least recently used idle session ended when a new one would pass `max_sessions`.
+    Sessions are kept in the order they were last used (the call shortcut moves a session it serves to the end)."""
+
+    def _admit_session(self, requestor: Any) -> Any:
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            self._end_idlest()
+        return super()._admit_session(requestor)
+
+    def used(self, session_id: str) -> None:
+        instances = self._server_instances
+        transport = instances.pop(session_id, None)
+        if transport is not None:
+            instances[session_id] = transport
+
+    def _end_idlest(self) -> None:
+        for session_id, transport in self._server_instances.items():
+            idle = transport.idle_scope
+            if transport._requests_in_flight or transport.is_terminated or idle is None:
+                continue  # a request in flight, or a GET stream open: in use
+            # Forgotten at once (its id answers 404 from now on), then ended as its idle timeout would end it.
+            self._server_instances.pop(session_id, None)
+            self._session_owners.pop(session_id, None)
+            idle.cancel()
+            logger.warning("%d sessions open: ended the one idle the longest to open another", self.max_sessions)
+            return
+
+
 def build_http_app(
     server: Server[Any],
     secrets_: Secrets,
@@ -686,8 +726,11 @@ def build_http_app(
     calls: HttpCalls | None = None,
 ) -> tuple[ASGIApp, AgentsDoor | None]:
     """The daemon's ASGI app, and with `calls` the door through which its HTTP server may answer a tool call itself."""
-    manager = StreamableHTTPSessionManager(
-        app=server, security_settings=security_settings(port), max_request_body_size=MAX_REQUEST_BODY
+    manager = SessionManager(
+        app=server,
+        security_settings=security_settings(port),
+        max_request_body_size=MAX_REQUEST_BODY,
+        max_sessions=MAX_SESSIONS,
     )
     mcp_app: ASGIApp = StreamableHTTPASGIApp(manager)
     shortcut = None

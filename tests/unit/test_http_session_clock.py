@@ -19,7 +19,7 @@ import pytest
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 
-from mcphost.serve.http_app import CallShortcut, Claim, _hold, _release
+from mcphost.serve.http_app import CallShortcut, Claim, SessionManager, _hold, _release
 from mcphost.serve.mcp_server import HttpCalls, Sessions
 from tests.helpers import poll
 
@@ -246,3 +246,42 @@ async def test_a_session_the_sdk_ended_without_a_delete_is_forgotten_by_the_shor
         second = await open_session()
         assert calls.version_of(first) is None
         assert calls.version_of(second) == "2025-11-25"
+
+
+async def test_past_the_session_limit_the_session_idle_longest_is_ended_not_the_new_one_refused() -> None:
+    # At the SDK's limit a new session was refused (503) for as long as the old ones stayed: 10 000 `initialize`s
+    # and no DELETE locked every handshake-era agent out for half an hour.
+    class Gateway:
+        def asks_agents_clients(self) -> bool:
+            return False
+
+    server: Server[Any] = Server("mcphost")
+    manager = SessionManager(app=server, session_idle_timeout=3600, max_sessions=3)
+    calls = HttpCalls(cast(Any, Gateway()), Sessions(), server)
+    app = CallShortcut(StreamableHTTPASGIApp(manager), manager, calls)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "a", "version": "1"}},
+    }
+
+    async with manager.run(), httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://x") as http:
+
+        async def open_session() -> str:
+            answer = await http.post("/mcp", json=opening, headers=headers)
+            assert answer.status_code == 200, answer.text
+            return str(answer.headers["mcp-session-id"])
+
+        oldest, busy, used = [await open_session() for _ in range(3)]
+        manager._server_instances[busy]._requests_in_flight += 1  # a request in flight: in use
+        manager.used(oldest)  # a call through the shortcut: the oldest is now the one used last
+        fourth = await open_session()
+        assert list(manager._server_instances) == [busy, oldest, fourth]  # `used` was idle the longest
+        gone = await http.post(
+            "/mcp", json={"jsonrpc": "2.0", "method": "ping", "id": 2}, headers={**headers, "mcp-session-id": used}
+        )
+        assert gone.status_code == 404
+        await poll(lambda: calls.version_of(used) is None, "the ended session to be forgotten by the shortcut")
+        manager._server_instances[busy]._requests_in_flight -= 1
