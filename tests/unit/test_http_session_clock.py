@@ -214,74 +214,67 @@ async def test_the_sdks_transport_has_what_the_clock_reads_and_ends_like_the_fak
         assert transport._mcphost_idle_clock._since >= released  # type: ignore[attr-defined]
 
 
-async def test_a_session_the_sdk_ended_without_a_delete_is_forgotten_by_the_shortcut() -> None:
-    # An agent that goes away sends no DELETE: the SDK ends its session once idle. What the shortcut keeps per
-    # session must go with it, or a daemon that runs for weeks keeps every session it ever saw.
+@dataclass
+class Served:
+    """An SDK session manager behind the call shortcut, over HTTP in memory."""
+
+    manager: StreamableHTTPSessionManager
+    calls: HttpCalls
+    http: httpx2.AsyncClient
+
+    async def open_session(self) -> str:
+        answer = await self.http.post("/mcp", json=OPENING, headers=HEADERS)
+        assert answer.status_code == 200, answer.text
+        return str(answer.headers["mcp-session-id"])
+
+
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+OPENING = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "a", "version": "1"}},
+}
+
+
+@asynccontextmanager
+async def served(manager: StreamableHTTPSessionManager) -> AsyncIterator[Served]:
     class Gateway:
         def asks_agents_clients(self) -> bool:
             return False
 
-    server: Server[Any] = Server("mcphost")
-    manager = StreamableHTTPSessionManager(app=server, session_idle_timeout=IDLE)
-    calls = HttpCalls(cast(Any, Gateway()), Sessions(), server)
+    calls = HttpCalls(cast(Any, Gateway()), Sessions(), cast(Any, manager.app))
     app = CallShortcut(StreamableHTTPASGIApp(manager), manager, calls)
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    opening = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "a", "version": "1"}},
-    }
-
     async with manager.run(), httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://x") as http:
+        yield Served(manager, calls, http)
 
-        async def open_session() -> str:
-            answer = await http.post("/mcp", json=opening, headers=headers)
-            assert answer.status_code == 200, answer.text
-            return str(answer.headers["mcp-session-id"])
 
-        first = await open_session()
-        assert calls.version_of(first) == "2025-11-25"
-        await poll(lambda: first not in manager._server_instances, "the SDK to end the idle session")
-        second = await open_session()
-        assert calls.version_of(first) is None
-        assert calls.version_of(second) == "2025-11-25"
+async def test_a_session_the_sdk_ended_without_a_delete_is_forgotten_by_the_shortcut() -> None:
+    # An agent that goes away sends no DELETE: the SDK ends its session once idle. What the shortcut keeps per
+    # session must go with it, or a daemon that runs for weeks keeps every session it ever saw.
+    server: Server[Any] = Server("mcphost")
+    async with served(StreamableHTTPSessionManager(app=server, session_idle_timeout=IDLE)) as it:
+        first = await it.open_session()
+        assert it.calls.version_of(first) == "2025-11-25"
+        await poll(lambda: first not in it.manager._server_instances, "the SDK to end the idle session")
+        second = await it.open_session()
+        assert it.calls.version_of(first) is None
+        assert it.calls.version_of(second) == "2025-11-25"
 
 
 async def test_past_the_session_limit_the_session_idle_longest_is_ended_not_the_new_one_refused() -> None:
     # At the SDK's limit a new session was refused (503) for as long as the old ones stayed: 10 000 `initialize`s
     # and no DELETE locked every handshake-era agent out for half an hour.
-    class Gateway:
-        def asks_agents_clients(self) -> bool:
-            return False
-
     server: Server[Any] = Server("mcphost")
     manager = SessionManager(app=server, session_idle_timeout=3600, max_sessions=3)
-    calls = HttpCalls(cast(Any, Gateway()), Sessions(), server)
-    app = CallShortcut(StreamableHTTPASGIApp(manager), manager, calls)
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    opening = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "a", "version": "1"}},
-    }
-
-    async with manager.run(), httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://x") as http:
-
-        async def open_session() -> str:
-            answer = await http.post("/mcp", json=opening, headers=headers)
-            assert answer.status_code == 200, answer.text
-            return str(answer.headers["mcp-session-id"])
-
-        oldest, busy, used = [await open_session() for _ in range(3)]
+    async with served(manager) as it:
+        oldest, busy, used = [await it.open_session() for _ in range(3)]
         manager._server_instances[busy]._requests_in_flight += 1  # a request in flight: in use
         manager.used(oldest)  # a call through the shortcut: the oldest is now the one used last
-        fourth = await open_session()
+        fourth = await it.open_session()
         assert list(manager._server_instances) == [busy, oldest, fourth]  # `used` was idle the longest
-        gone = await http.post(
-            "/mcp", json={"jsonrpc": "2.0", "method": "ping", "id": 2}, headers={**headers, "mcp-session-id": used}
-        )
+        ping = {"jsonrpc": "2.0", "method": "ping", "id": 2}
+        gone = await it.http.post("/mcp", json=ping, headers={**HEADERS, "mcp-session-id": used})
         assert gone.status_code == 404
-        await poll(lambda: calls.version_of(used) is None, "the ended session to be forgotten by the shortcut")
+        await poll(lambda: it.calls.version_of(used) is None, "the ended session to be forgotten by the shortcut")
         manager._server_instances[busy]._requests_in_flight -= 1
