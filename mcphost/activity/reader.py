@@ -239,7 +239,7 @@ def count_not_records(n: int) -> None:
 
 def _skipped(line: bytes) -> None:
     if line.strip(b"\x00 \t\r\n"):
-        _counts.n = getattr(_counts, "n", 0) + 1
+        count_not_records(1)
 
 
 def parse_line(line: bytes) -> Record | None:

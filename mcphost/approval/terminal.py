@@ -126,10 +126,7 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     intent = request.intent
     if intent.reason:
         lines.append(_field("reason", "the agent's own words, not checked by mcphost:"))
-        wrapped = textwrap.wrap(
-            _text(intent.reason, style), style.width - _GUTTER, break_long_words=True, break_on_hyphens=False
-        ) or [""]
-        lines.extend(_gutter(_fitted(wrapped, style.width - _GUTTER), style))
+        lines.extend(_gutter(_wrap(_text(intent.reason, style), style.width - _GUTTER), style))
     else:
         lines.append(_field("reason", "(the agent gave none)"))
     if intent.data_sensitivity:
@@ -137,8 +134,7 @@ def render_prompt(request: PermissionRequest, style: Style, *, now: datetime | N
     else:
         lines.append(_field("data", "(the agent did not declare its sensitivity)"))
 
-    hints = textwrap.wrap(_annotations(request.annotations, style), style.width - _FIELD, break_on_hyphens=False)
-    hints = _fitted(hints or [""], style.width - _FIELD)
+    hints = _wrap(_annotations(request.annotations, style), style.width - _FIELD)
     lines.append(_field("annotations", hints[0]))
     lines.extend(_field("", more) for more in hints[1:])
     match = request.call_with == request.variant
@@ -366,16 +362,17 @@ def _block(text: str, style: Style, *codes: str) -> str:
     rest indented, so that none of it starts at the first column, where it would pass for a line of its own."""
     if cell_width(text) <= style.width:
         return paint(text, style, *codes)
-    wrapped = textwrap.wrap(text, style.width - 2, break_long_words=True, break_on_hyphens=False) or [text]
-    pieces = [piece for line in wrapped for piece in fit_cells(line, style.width - 2)]  # wide characters
+    pieces = _wrap(text, style.width - 2)
     if text.endswith(" "):
         pieces[-1] += " "  # a question: the answer is typed after it
     return "\n".join(paint(piece if n == 0 else f"  {piece}", style, *codes) for n, piece in enumerate(pieces))
 
 
-def _fitted(lines: list[str], width: int) -> list[str]:
-    """Lines cut again where wide characters make one take more than `width` columns."""
-    return [piece for line in lines for piece in fit_cells(line, width)]
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` wrapped at words to `width` columns (a word longer than that cut), each line cut again where wide
+    characters make it take more columns than characters."""
+    wrapped = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    return [piece for line in wrapped for piece in fit_cells(line, width)]
 
 
 def _gutter(lines: list[str], style: Style) -> list[str]:

@@ -90,12 +90,13 @@ def _read(path: Path) -> _Snapshot:
         return _Unreadable(str(exc.strerror or exc))
 
 
-def _event(path: Path, snapshot: _Snapshot) -> ConfigEvent:
+def _event(path: Path, snapshot: _Snapshot, digest: str | None = None) -> ConfigEvent:
+    """What `snapshot` of the file means; `digest`, its sha256 when the caller has it already."""
     if snapshot is None:
         return Missing(path)
     if isinstance(snapshot, _Unreadable):
         return Rejected(unreadable(path, snapshot.reason))
-    digest = _digest(snapshot)
+    digest = digest or _digest(snapshot)
     try:
         config = parse_config_bytes(snapshot, path)
     except ConfigError as exc:
@@ -269,14 +270,15 @@ class ConfigWatcher:
             snapshot, digest = await anyio.to_thread.run_sync(_read_digested, self.path)
             if digest == self._digest:
                 continue  # touched, or saved unchanged: nothing to settle
-            snapshot = await self._settled(snapshot)
-            digest = await anyio.to_thread.run_sync(_digest_of, snapshot)
-            if digest == self._digest:
-                continue
+            settled = await self._settled(snapshot)
+            if settled is not snapshot:  # it changed again meanwhile: hashed once more, for what it is now
+                snapshot, digest = settled, await anyio.to_thread.run_sync(_digest_of, settled)
+                if digest == self._digest:
+                    continue
             self._digest = digest
             if isinstance(snapshot, bytes):
                 self._blank = not snapshot.strip()
-            event = await anyio.to_thread.run_sync(_event, self.path, snapshot)
+            event = await anyio.to_thread.run_sync(_event, self.path, snapshot, digest)
             try:
                 self._on_event(event)
             except Exception:
